@@ -1,0 +1,1 @@
+"""Package data: the precomputed Barker correction table."""

@@ -1,0 +1,175 @@
+"""Run NUTS and minibatch steps on one model in one process and tabulate the results."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import pymc as pm
+
+StepFactory = Callable[[], object]
+
+
+def _posterior_draws(idata, var_names) -> dict[str, np.ndarray]:
+    """Draws of each scalar coordinate as ``(chain * draw,)`` arrays, keyed ``name[i,j]``."""
+    posterior = idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
+    out = {}
+    for name in var_names:
+        values = np.asarray(posterior[name])
+        flat = values.reshape(values.shape[0] * values.shape[1], -1)
+        if flat.shape[1] == 1 and values.ndim == 2:
+            out[name] = flat[:, 0]
+        else:
+            for j in range(flat.shape[1]):
+                idx = np.unravel_index(j, values.shape[2:])
+                out[f"{name}[{','.join(map(str, idx))}]"] = flat[:, j]
+    return out
+
+
+def _min_ess_bulk(idata, var_names) -> float:
+    posterior = idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
+    values = []
+    for name in var_names:
+        ess = az.ess(np.asarray(posterior[name]), method="bulk")
+        values.append(float(np.min(np.asarray(ess))))
+    return min(values)
+
+
+def posterior_errors(
+    draws: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray]
+) -> tuple[float, float]:
+    """``(max |mean - ref mean| / ref sd, max |sd / ref sd - 1|)`` over shared coordinates."""
+    mean_err, sd_err = 0.0, 0.0
+    for key, ref in reference.items():
+        if key not in draws:
+            continue
+        ref_sd = float(np.std(ref))
+        mean_err = max(mean_err, abs(float(np.mean(draws[key])) - float(np.mean(ref))) / ref_sd)
+        sd_err = max(sd_err, abs(float(np.std(draws[key])) / ref_sd - 1.0))
+    return mean_err, sd_err
+
+
+def _sample_stat_mean(idata, name: str) -> float:
+    stats = idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
+    if name not in stats:
+        return float("nan")
+    return float(np.mean(np.asarray(stats[name])))
+
+
+def compare(
+    model: pm.Model,
+    steps: Mapping[str, StepFactory | object],
+    *,
+    reference: str | Mapping[str, np.ndarray] = "nuts",
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 2,
+    cores: int = 1,
+    random_seed: int | None = None,
+    var_names: list[str] | None = None,
+    progressbar: bool = False,
+    return_traces: bool = False,
+) -> pd.DataFrame | tuple[pd.DataFrame, dict]:
+    """Sample one model with NUTS and with each given step; tabulate cost and accuracy.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model to sample.
+    steps : mapping of str to step factory
+        ``{"label": factory}`` where ``factory()`` builds a step method inside the
+        model context (a lambda, or the class itself, e.g. ``MinibatchBarker``). A
+        ready-made step instance is also accepted.
+    reference : "nuts" or mapping
+        ``"nuts"`` runs :func:`pymc.sample` with NUTS and uses its draws as the
+        reference; or pass reference draws ``{"name[i]": array}`` (e.g. from
+        posteriordb), in which case NUTS is not run.
+    draws, tune, chains, cores, random_seed
+        Passed to :func:`pymc.sample` for every method (same seed for each).
+    var_names : list of str, optional
+        Free variables to score. Default: all free variables of the model.
+    progressbar : bool, default False
+        Show PyMC's progress bars.
+    return_traces : bool, default False
+        Also return ``{label: InferenceData}``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per method with ``wall_time_s``, ``ess_bulk_min``, ``ess_per_s``,
+        ``mean_batch_size`` (data points touched per draw; N for NUTS),
+        ``lik_evals_per_ess`` (per-datum likelihood evaluations per effective
+        sample; for NUTS, N times the gradient evaluations), ``accept_rate``,
+        ``max_mean_err_sd`` and ``max_sd_rel_err`` against the reference.
+
+    Examples
+    --------
+    >>> from pymc_minibatch_mh import MinibatchBarker, compare
+    >>> table = compare(model, {"barker": MinibatchBarker}, draws=500, tune=500)  # doctest: +SKIP
+    """
+    if var_names is None:
+        var_names = [rv.name for rv in model.free_RVs]
+    n_data = _n_data(model)
+    runs: list[tuple[str, object]] = []
+    if isinstance(reference, str):
+        if reference != "nuts":
+            raise ValueError(f"reference must be 'nuts' or a mapping of draws; got {reference!r}.")
+        runs.append(("nuts", None))
+    runs.extend(steps.items())
+
+    rows, traces = [], {}
+    ref_draws = None if isinstance(reference, str) else dict(reference)
+    for label, factory in runs:
+        start = time.perf_counter()
+        with model:
+            step = None if factory is None else (factory() if callable(factory) else factory)
+            idata = pm.sample(
+                draws=draws,
+                tune=tune,
+                chains=chains,
+                cores=cores,
+                step=step,
+                random_seed=random_seed,
+                progressbar=progressbar,
+                compute_convergence_checks=False,
+            )
+        wall = time.perf_counter() - start
+        traces[label] = idata
+        samples = _posterior_draws(idata, var_names)
+        if ref_draws is None:
+            ref_draws = samples
+        ess = _min_ess_bulk(idata, var_names)
+        if factory is None:
+            steps_taken = _sample_stat_mean(idata, "n_steps")
+            batch = float(n_data)
+            evals = n_data * steps_taken * draws * chains
+            accept = _sample_stat_mean(idata, "acceptance_rate")
+        else:
+            batch = _sample_stat_mean(idata, "batch_size")
+            evals = _sample_stat_mean(idata, "n_lik_evals") * draws * chains
+            accept = _sample_stat_mean(idata, "accept")
+        mean_err, sd_err = posterior_errors(samples, ref_draws)
+        rows.append(
+            {
+                "method": label,
+                "wall_time_s": wall,
+                "ess_bulk_min": ess,
+                "ess_per_s": ess / wall,
+                "mean_batch_size": batch,
+                "lik_evals_per_ess": evals / ess,
+                "accept_rate": accept,
+                "max_mean_err_sd": mean_err,
+                "max_sd_rel_err": sd_err,
+            }
+        )
+    table = pd.DataFrame(rows).set_index("method")
+    return (table, traces) if return_traces else table
+
+
+def _n_data(model: pm.Model) -> int:
+    from pymc_minibatch_mh.likelihood.inspection import datum_count
+
+    return datum_count(model)

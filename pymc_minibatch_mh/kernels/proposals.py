@@ -1,0 +1,49 @@
+"""Proposal distributions in the unconstrained (raveled) parameter space."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class RandomWalkProposal:
+    """Gaussian random walk ``q' = q + scaling * L z`` with ``z ~ N(0, I)``.
+
+    Parameters
+    ----------
+    chol : ndarray or None
+        Lower Cholesky factor ``L`` of the proposal covariance; ``None`` means
+        the identity. The proposal is symmetric, so its log density ratio is 0.
+    """
+
+    chol: np.ndarray | None = None
+
+    @classmethod
+    def from_covariance(cls, cov: np.ndarray | None, ndim: int) -> RandomWalkProposal:
+        """Build from a covariance matrix or a vector of variances (``None``: identity)."""
+        if cov is None:
+            return cls(None)
+        cov = np.asarray(cov, dtype=float)
+        if cov.ndim == 1:
+            cov = np.diag(cov)
+        if cov.shape != (ndim, ndim):
+            raise ValueError(
+                f"proposal_cov has shape {cov.shape}, but the sampled block has {ndim} "
+                f"unconstrained coordinates: pass a ({ndim},) vector of variances or a "
+                f"({ndim}, {ndim}) covariance matrix."
+            )
+        try:
+            chol = np.linalg.cholesky(cov)
+        except np.linalg.LinAlgError as err:
+            raise ValueError("proposal_cov must be symmetric positive definite.") from err
+        return cls(chol)
+
+    def __call__(
+        self, rng: np.random.Generator, position: np.ndarray, scaling: float
+    ) -> tuple[np.ndarray, float]:
+        """Return the proposed position and ``log q(q | q') - log q(q' | q)`` (zero)."""
+        z = rng.standard_normal(position.shape[0])
+        step = z if self.chol is None else self.chol @ z
+        return position + scaling * step, 0.0

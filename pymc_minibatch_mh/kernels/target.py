@@ -1,0 +1,60 @@
+"""The interface every kernel uses to reach the model: prior and per-datum likelihood."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+class TallTarget(Protocol):
+    """A posterior over i.i.d. data, seen through separate callables.
+
+    Attributes
+    ----------
+    n_data : int
+        Number of data points N (rows along the datum axis).
+    loglik : callable
+        ``loglik(q, idx) -> ndarray`` of shape ``(len(idx),)``: per-datum
+        log-likelihood at the raveled parameter vector ``q`` for the data rows
+        ``idx``. Its cost is proportional to ``len(idx)``.
+    loglik_diff : callable
+        ``loglik_diff(q_new, q_old, idx) -> loglik(q_new, idx) - loglik(q_old, idx)``,
+        in one pass over the rows.
+    loglik_full : callable
+        ``loglik_full(q) -> ndarray`` of shape ``(N,)``.
+    logprior : callable
+        ``logprior(q) -> float``: log prior density (with Jacobians of any
+        transforms) plus potentials. It is never tempered.
+    """
+
+    n_data: int
+    loglik: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    loglik_diff: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+    loglik_full: Callable[[np.ndarray], np.ndarray]
+    logprior: Callable[[np.ndarray], float]
+
+
+@dataclass(frozen=True)
+class ChainState:
+    """Position of one chain and its cached log prior density."""
+
+    position: np.ndarray
+    logprior: float
+
+
+@dataclass(frozen=True)
+class ArrayTarget:
+    """A :class:`TallTarget` built from plain Python callables (tests, non-PyMC use)."""
+
+    n_data: int
+    loglik: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    logprior: Callable[[np.ndarray], float]
+
+    def loglik_diff(self, q_new: np.ndarray, q_old: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return self.loglik(q_new, idx) - self.loglik(q_old, idx)
+
+    def loglik_full(self, q: np.ndarray) -> np.ndarray:
+        return self.loglik(q, np.arange(self.n_data))

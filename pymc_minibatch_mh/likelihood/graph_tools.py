@@ -1,0 +1,60 @@
+"""Small PyTensor graph helpers that work on pytensor 2.x and 3.x."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.basic import Constant, Variable
+from pytensor.tensor.type import TensorType
+
+try:  # pytensor >= 2.30 / 3.x
+    from pytensor.graph.traversal import ancestors, graph_inputs, toposort
+except ImportError:  # pragma: no cover - older pytensor
+    from pytensor.graph.basic import ancestors, graph_inputs
+    from pytensor.graph.basic import io_toposort as _io_toposort
+
+    def toposort(graphs):
+        return _io_toposort(list(graph_inputs(graphs)), list(graphs))
+
+
+__all__ = ["ancestors", "data_value", "graph_inputs", "rebuild_graph", "tensor_data_inputs"]
+
+
+def data_value(var: Variable) -> np.ndarray | None:
+    """The numpy value of a tensor constant or tensor shared variable, else None."""
+    if not isinstance(var.type, TensorType):
+        return None
+    if isinstance(var, Constant):
+        return np.asarray(var.data)
+    if isinstance(var, SharedVariable):
+        return np.asarray(var.get_value(borrow=True))
+    return None
+
+
+def tensor_data_inputs(outputs: Iterable[Variable]) -> list[tuple[Variable, np.ndarray]]:
+    """All constant or shared tensor inputs of a graph with their values."""
+    found = []
+    for var in graph_inputs(list(outputs)):
+        value = data_value(var)
+        if value is not None:
+            found.append((var, value))
+    return found
+
+
+def rebuild_graph(output: Variable, replace: dict[Variable, Variable]) -> Variable:
+    """Rebuild ``output`` with ``replace`` applied, re-inferring every node's output type.
+
+    Unlike :func:`pytensor.graph.replace.clone_replace`, a replacement may have a
+    less specific static shape (``(None,)`` instead of ``(N,)``): nodes are remade
+    with ``make_node`` and nothing pins the old shape with ``SpecifyShape``.
+    """
+    memo = dict(replace)
+    for node in toposort([output]):
+        new_inputs = [memo.get(var, var) for var in node.inputs]
+        if all(new is old for new, old in zip(new_inputs, node.inputs, strict=True)):
+            continue
+        new_node = node.clone_with_new_inputs(new_inputs, strict=False)
+        memo.update(zip(node.outputs, new_node.outputs, strict=True))
+    return memo.get(output, output)

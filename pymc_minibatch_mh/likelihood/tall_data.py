@@ -1,0 +1,151 @@
+"""Compiled per-datum log-likelihood, full log-likelihood and log-prior of a PyMC model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pymc.pytensorf import compile as compile_pymc
+from pymc.pytensorf import join_nonshared_inputs
+from pytensor.graph.basic import Variable
+from pytensor.graph.replace import clone_replace
+
+from pymc_minibatch_mh.likelihood.batching import gather_rows, per_datum_sum, probe_indices
+from pymc_minibatch_mh.likelihood.inspection import check_sampled_block, datum_count
+
+
+@dataclass
+class TallData:
+    """A PyMC model seen as prior + i.i.d. per-datum likelihood over a raveled vector ``q``.
+
+    Satisfies :class:`pymc_minibatch_mh.kernels.TallTarget`.
+
+    Attributes
+    ----------
+    n_data : int
+        Number of data points N.
+    ndim : int
+        Length of the raveled unconstrained parameter vector of the sampled block.
+    var_names : tuple of str
+        Value variables of the sampled block, in raveling order.
+    """
+
+    n_data: int
+    ndim: int
+    var_names: tuple[str, ...]
+    _loglik_fn: object = field(repr=False)
+    _loglik_diff_fn: object = field(repr=False)
+    _loglik_full_fn: object = field(repr=False)
+    _logprior_fn: object = field(repr=False)
+
+    def loglik(self, q: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """Per-datum log-likelihood (summed over observed variables) of rows ``idx``."""
+        return self._loglik_fn(q, idx)
+
+    def loglik_diff(self, q_new: np.ndarray, q_old: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """``loglik(q_new, idx) - loglik(q_old, idx)`` in one compiled call."""
+        return self._loglik_diff_fn(q_new, q_old, idx)
+
+    def loglik_full(self, q: np.ndarray) -> np.ndarray:
+        """Per-datum log-likelihood of all N rows."""
+        return self._loglik_full_fn(q)
+
+    def logprior(self, q: np.ndarray) -> float:
+        """Log prior density with transform Jacobians, plus potentials."""
+        return float(self._logprior_fn(q))
+
+
+def build_tall_data(
+    model: pm.Model,
+    value_vars: Sequence[Variable],
+    *,
+    shared: dict,
+    initial_point: dict,
+    data_dim: str | None = None,
+    compile_kwargs: dict | None = None,
+) -> TallData:
+    """Compile the functions a minibatch kernel needs, once.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        An ordinary model whose observed variables share a leading datum axis.
+    value_vars : sequence of TensorVariable
+        Value variables of the sampled block; the others are read from ``shared``.
+    shared : dict
+        Replacements of the other value variables by shared variables, as built by
+        :func:`pymc.pytensorf.make_shared_replacements`.
+    initial_point : dict
+        A point of the model, used for raveling and the self-check.
+    data_dim : str, optional
+        Name of the dimension that indexes the data points (checked against the data).
+    compile_kwargs : dict, optional
+        Passed to :func:`pymc.pytensorf.compile` (e.g. ``{"mode": "FAST_RUN"}``).
+
+    Raises
+    ------
+    ValueError
+        For models with no observed data, observed variables of different lengths,
+        ``pm.Minibatch`` data or ``total_size``, discrete or per-datum variables in
+        the block, or data that cannot be gathered row-wise.
+    """
+    n_data = datum_count(model, data_dim)
+    check_sampled_block(model, value_vars, initial_point, n_data)
+    compile_kwargs = dict(compile_kwargs or {})
+
+    per_datum = per_datum_sum(model.logp(vars=model.observed_RVs, sum=False))
+    idx = pt.vector("idx", dtype="int64")
+    batch = gather_rows(per_datum, idx, n_data)
+    prior = model.logp(vars=[*model.free_RVs, *model.potentials], sum=True)
+
+    (batch, full, prior), q_var = join_nonshared_inputs(
+        point=initial_point, outputs=[batch, per_datum, prior], inputs=value_vars,
+        shared_inputs=shared,
+    )
+    q_old = q_var.type("q_old")
+    batch_old = clone_replace(batch, replace={q_var: q_old})
+    loglik_fn = compile_pymc([q_var, idx], batch, **compile_kwargs)
+    loglik_diff_fn = compile_pymc([q_var, q_old, idx], batch - batch_old, **compile_kwargs)
+    loglik_full_fn = compile_pymc([q_var], full, **compile_kwargs)
+    logprior_fn = compile_pymc([q_var], prior, **compile_kwargs)
+    for fn in (loglik_fn, loglik_diff_fn, loglik_full_fn, logprior_fn):
+        fn.trust_input = True
+
+    q0 = np.concatenate(
+        [np.asarray(initial_point[v.name], dtype=q_var.dtype).ravel() for v in value_vars]
+    )
+    data = TallData(
+        n_data=n_data,
+        ndim=int(q0.size),
+        var_names=tuple(v.name for v in value_vars),
+        _loglik_fn=loglik_fn,
+        _loglik_diff_fn=loglik_diff_fn,
+        _loglik_full_fn=loglik_full_fn,
+        _logprior_fn=logprior_fn,
+    )
+    _self_check(data, q0)
+    return data
+
+
+def _self_check(data: TallData, q0: np.ndarray) -> None:
+    """Compare the gathered graph with the full graph on fixed rows (also warms up JIT)."""
+    rows = probe_indices(data.n_data)
+    full = data.loglik_full(q0)
+    if full.shape != (data.n_data,):
+        raise ValueError(
+            f"The per-datum log-likelihood has shape {full.shape}, expected ({data.n_data},)."
+        )
+    batch = data.loglik(q0, rows)
+    if batch.shape != rows.shape or not np.allclose(batch, full[rows], equal_nan=True):
+        raise ValueError(
+            "The subsampled log-likelihood does not match the full one on the same rows. "
+            "This happens when a non-data input of the likelihood has N entries along its "
+            "first axis (so it was mistaken for data). Please report the model."
+        )
+    diff = data.loglik_diff(q0, q0, rows)
+    if not np.allclose(diff[np.isfinite(batch)], 0.0):
+        raise ValueError("Internal error: loglik_diff(q, q) is not zero.")
+    data.logprior(q0)

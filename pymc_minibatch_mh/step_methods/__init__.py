@@ -1,0 +1,6 @@
+"""PyMC step methods (thin adaptors around the pure kernels)."""
+
+from pymc_minibatch_mh.step_methods.barker import MinibatchBarker
+from pymc_minibatch_mh.step_methods.base import MinibatchStep
+
+__all__ = ["MinibatchBarker", "MinibatchStep"]
