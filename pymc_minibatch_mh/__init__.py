@@ -1,7 +1,25 @@
-"""Minibatch Metropolis–Hastings step methods for PyMC."""
+"""Minibatch Metropolis–Hastings step methods for PyMC.
 
-from pymc_minibatch_mh.diagnostics import compare
-from pymc_minibatch_mh.step_methods import MinibatchBarker
+The public names are imported lazily so that ``pymc_minibatch_mh.kernels``
+(pure numpy) can be used without importing PyMC.
+"""
 
-__all__ = ["MinibatchBarker", "compare"]
+from importlib import import_module
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "MinibatchBarker": "pymc_minibatch_mh.step_methods",
+    "compare": "pymc_minibatch_mh.diagnostics",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'pymc_minibatch_mh' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_EXPORTS])

@@ -6,7 +6,7 @@ of arrays, an explicit :class:`numpy.random.Generator` and a
 the per-datum log-likelihood as separate callables.
 """
 
-from pymc_minibatch_mh.kernels.adaptation import ScaleAdaptation, adapt_scale
+from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation, adapt_scale
 from pymc_minibatch_mh.kernels.barker import BarkerInfo, BarkerSettings, barker_kernel
 from pymc_minibatch_mh.kernels.correction import (
     CorrectionTable,
@@ -21,6 +21,7 @@ __all__ = [
     "BarkerInfo",
     "BarkerSettings",
     "ChainState",
+    "CovarianceWindow",
     "CorrectionTable",
     "RandomWalkProposal",
     "ScaleAdaptation",

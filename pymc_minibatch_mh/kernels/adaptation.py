@@ -1,9 +1,11 @@
-"""Tuning schedule for the proposal scale, applied only while tuning."""
+"""Tuning schedules for the proposal scale and covariance, applied only while tuning."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -48,3 +50,60 @@ def adapt_scale(
         log_scale=state.log_scale + gain * (accept_prob - target),
         n_updates=state.n_updates + 1,
     )
+
+
+@dataclass(frozen=True)
+class CovarianceWindow:
+    """Welford estimate of the position covariance over the current tuning window.
+
+    Windows double in length (``first_window``, ``2 * first_window``, ...); at the end
+    of each window its estimate becomes the proposal covariance and a new window
+    starts, so early burn-in draws are forgotten.
+    """
+
+    ndim: int
+    first_window: int = 100
+    window: int = 0
+    count: int = 0
+    mean: np.ndarray | None = None
+    m2: np.ndarray | None = None
+
+    @property
+    def window_length(self) -> int:
+        return self.first_window * 2**self.window
+
+    def add(self, position: np.ndarray) -> CovarianceWindow:
+        if self.count == 0:
+            return CovarianceWindow(
+                self.ndim, self.first_window, self.window, 1,
+                position.copy(), np.zeros((self.ndim, self.ndim)),
+            )
+        count = self.count + 1
+        shift = position - self.mean
+        mean = self.mean + shift / count
+        m2 = self.m2 + np.outer(shift, position - mean)
+        return CovarianceWindow(self.ndim, self.first_window, self.window, count, mean, m2)
+
+    @property
+    def complete(self) -> bool:
+        return self.count >= self.window_length
+
+    def next_window(self) -> CovarianceWindow:
+        return CovarianceWindow(self.ndim, self.first_window, self.window + 1)
+
+    def covariance(self) -> np.ndarray | None:
+        """Regularised sample covariance, or None if the chain barely moved."""
+        if self.count <= self.ndim + 1:
+            return None
+        cov = self.m2 / (self.count - 1)
+        cov = 0.5 * (cov + cov.T)
+        scale = float(np.mean(np.diag(cov)))
+        if not np.isfinite(scale) or scale <= 0:
+            return None
+        shrink = 5.0 / (self.count + 5.0)
+        cov = (1 - shrink) * cov + shrink * 1e-3 * scale * np.eye(self.ndim)
+        try:
+            np.linalg.cholesky(cov)
+        except np.linalg.LinAlgError:
+            return None
+        return cov

@@ -108,14 +108,21 @@ def clt_error_bound(values: np.ndarray) -> float:
 
 
 def barker_decision(
-    rng: np.random.Generator, delta_star: float, delta_var: float, table: CorrectionTable
-) -> bool:
-    """Accept iff ``Delta* + X_nc + X_corr > 0`` with ``X_nc ~ N(0, sigma^2 - s^2)``."""
-    top_up = table.sigma**2 - delta_var
-    if top_up < 0:
-        raise ValueError(f"delta_var={delta_var} exceeds the table variance {table.sigma**2}")
-    x_nc = rng.normal(0.0, math.sqrt(top_up))
-    return bool(delta_star + x_nc + table.sample(rng) > 0.0)
+    rng: np.random.Generator, delta_star, delta_var, table: CorrectionTable
+):
+    """Accept iff ``Delta* + X_nc + X_corr > 0`` with ``X_nc ~ N(0, sigma^2 - s^2)``.
+
+    Scalars give a bool; arrays (of a common shape) give a boolean array of
+    independent decisions.
+    """
+    delta_star = np.asarray(delta_star, dtype=float)
+    top_up = table.sigma**2 - np.asarray(delta_var, dtype=float)
+    if np.any(top_up < 0):
+        raise ValueError(f"delta_var exceeds the table variance {table.sigma**2}")
+    size = delta_star.shape or None
+    x_nc = rng.normal(0.0, np.sqrt(top_up), size=size)
+    accepted = delta_star + x_nc + table.sample(rng, size) > 0.0
+    return bool(accepted) if size is None else accepted
 
 
 def _classify_nonfinite(values: np.ndarray) -> float | None:

@@ -53,6 +53,10 @@ class MinibatchBarker(MinibatchStep):
         random-walk proposals in high dimension (Agrawal et al. 2023).
     tune : bool, default True
         Adapt ``scaling`` (Robbins–Monro on its log) during PyMC's tuning phase.
+    adapt_cov : bool, default True
+        While tuning, replace the proposal covariance by the sample covariance of
+        the chain over doubling windows (100, 200, 400, ... iterations), as Stan
+        does for its mass matrix. Needs ``tune`` of a few hundred iterations or more.
     steps_per_draw : int, default 1
         Inner MH iterations per PyMC draw (amortises PyMC's per-draw overhead).
         Stats are summed (``batch_size``, ``n_lik_evals``), averaged (``accept``),

@@ -17,7 +17,7 @@ from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pymc.vartypes import continuous_types
 
-from pymc_minibatch_mh.kernels.adaptation import ScaleAdaptation, adapt_scale
+from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation, adapt_scale
 from pymc_minibatch_mh.kernels.proposals import RandomWalkProposal
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.likelihood import build_tall_data, likelihood_value_vars
@@ -42,6 +42,8 @@ _REDUCERS = {
 @dataclass_state
 class MinibatchStepState(StepMethodState):
     adaptation: ScaleAdaptation
+    cov_window: CovarianceWindow | None
+    proposal: RandomWalkProposal
     tune: bool
 
 
@@ -67,6 +69,7 @@ class MinibatchStep(ArrayStepShared):
         proposal_cov: np.ndarray | None = None,
         target_accept: float | None = None,
         tune: bool = True,
+        adapt_cov: bool = True,
         steps_per_draw: int = 1,
         data_dim: str | None = None,
         model: pm.Model | None = None,
@@ -106,7 +109,10 @@ class MinibatchStep(ArrayStepShared):
             compile_kwargs=compile_kwargs,
         )
         ndim = self.tall_data.ndim
-        self.proposal = RandomWalkProposal.from_covariance(proposal_cov, ndim)
+        self._untuned_proposal = RandomWalkProposal.from_covariance(proposal_cov, ndim)
+        self.proposal = self._untuned_proposal
+        self.adapt_cov = bool(adapt_cov) and ndim > 1
+        self.cov_window = CovarianceWindow(ndim) if self.adapt_cov else None
         if scaling is None:
             scaling = self._default_scaling(temperature, self.tall_data.n_data, ndim, proposal_cov)
         if not (math.isfinite(scaling) and scaling > 0):
@@ -130,8 +136,10 @@ class MinibatchStep(ArrayStepShared):
 
     # ---------------------------------------------------------------- PyMC hooks
     def reset_tuning(self) -> None:
-        """Restore the proposal scale to its value before tuning."""
+        """Restore the proposal scale and covariance to their values before tuning."""
         self.adaptation = self._untuned_adaptation
+        self.proposal = self._untuned_proposal
+        self.cov_window = CovarianceWindow(self.tall_data.ndim) if self.adapt_cov else None
 
     def set_rng(self, rng) -> None:
         """PyMC 5 per-chain hook: one Generator per chain, fresh per-chain state."""
@@ -168,11 +176,29 @@ class MinibatchStep(ArrayStepShared):
             scaling = self.adaptation.scaling
             state, info = self._transition(state)
             if self.tune and self.adapt:
-                self.adaptation = adapt_scale(self.adaptation, info.accept, self.target_accept)
+                self._adapt(state.position, info.accept)
             infos.append(info)
         stats = self._stats(infos)
         stats["scaling"] = scaling
         return RaveledVars(state.position, q0.point_map_info), [stats]
+
+    def _adapt(self, position: np.ndarray, accept_prob: float) -> None:
+        """Tuning schedule: Robbins–Monro on log(scaling), windowed covariance estimates."""
+        self.adaptation = adapt_scale(self.adaptation, accept_prob, self.target_accept)
+        if self.cov_window is None:
+            return
+        self.cov_window = self.cov_window.add(position)
+        if not self.cov_window.complete:
+            return
+        cov = self.cov_window.covariance()
+        if cov is not None:
+            if self.proposal is self._untuned_proposal:
+                # The scale tuned for the initial proposal does not carry over.
+                self.adaptation = ScaleAdaptation(
+                    math.log(2.38 / math.sqrt(self.tall_data.ndim)), self.adaptation.n_updates
+                )
+            self.proposal = RandomWalkProposal.from_covariance(cov, self.tall_data.ndim)
+        self.cov_window = self.cov_window.next_window()
 
     def _stats(self, infos: list) -> dict:
         if len(infos) == 1:
