@@ -53,9 +53,15 @@ def observed_lengths(model: pm.Model) -> dict[str, int]:
 
 
 def _uses_pymc_minibatch(variables: Sequence[Variable]) -> bool:
+    """True if the graph draws random minibatch indices (``pm.Minibatch``)."""
+
+    def is_minibatch(op) -> bool:
+        # PyMC wraps pm.Minibatch in a MinibatchOp (an OpFromGraph) around a
+        # MinibatchIndexRV; older versions expose the index RV directly.
+        return isinstance(op, MinibatchIndexRV) or type(op).__name__ == "MinibatchOp"
+
     return any(
-        var.owner is not None and isinstance(var.owner.op, MinibatchIndexRV)
-        for var in ancestors(list(variables))
+        var.owner is not None and is_minibatch(var.owner.op) for var in ancestors(list(variables))
     )
 
 
