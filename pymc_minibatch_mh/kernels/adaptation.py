@@ -33,19 +33,24 @@ def adapt_scale(
     accept_prob: float,
     target: float,
     decay: float = 0.6,
+    initial_gain: float = 5.0,
     min_gain: float = 0.02,
 ) -> ScaleAdaptation:
-    """One Robbins–Monro step: ``log s += max((t + 1)^-decay, min_gain) * (p - target)``.
+    """One Robbins–Monro step on ``log s``.
+
+    ``log s += max(initial_gain * (t + 1)^-decay, min_gain) * (p - target)``.
 
     The acceptance probability ``p`` (not the 0/1 outcome) is used because it has
     lower variance. A non-finite ``p`` counts as 0. The gain never falls below
     ``min_gain`` so that a scale inflated during burn-in (when most moves towards
     the mode are accepted) is brought back once the chain is in the bulk;
-    adaptation only runs while tuning, so a non-vanishing gain is harmless.
+    adaptation only runs while tuning, so a non-vanishing gain is harmless. The
+    large initial gain lets a scale that is orders of magnitude off recover within
+    about a hundred iterations (the update is at most ``gain * target`` downwards).
     """
     if not math.isfinite(accept_prob):
         accept_prob = 0.0
-    gain = max((state.n_updates + 1.0) ** (-decay), min_gain)
+    gain = max(initial_gain * (state.n_updates + 1.0) ** (-decay), min_gain)
     return ScaleAdaptation(
         log_scale=state.log_scale + gain * (accept_prob - target),
         n_updates=state.n_updates + 1,

@@ -17,6 +17,7 @@ def test_scale_adaptation_moves_towards_target():
 def test_scale_adaptation_keeps_a_minimum_gain():
     state = ScaleAdaptation(0.0, n_updates=10**6)
     assert adapt_scale(state, 1.0, 0.0, min_gain=0.02).log_scale == pytest.approx(0.02)
+    assert adapt_scale(ScaleAdaptation(0.0), 1.0, 0.0, initial_gain=5.0).log_scale == 5.0
 
 
 def test_covariance_window_estimates_covariance(rng):

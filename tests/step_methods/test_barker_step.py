@@ -1,0 +1,182 @@
+"""MinibatchBarker inside pm.sample."""
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+
+from pymc_minibatch_mh import MinibatchBarker
+
+N = 2_000
+STATS = {"accepted", "accept", "batch_size", "n_lik_evals", "scaling", "delta_var", "clt_error"}
+
+
+def _posterior(idata):
+    return idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
+
+
+def _stats(idata):
+    return idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
+
+
+@pytest.fixture(scope="module")
+def gaussian_model():
+    y = np.random.default_rng(3).normal(1.0, 1.0, size=N)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 10)
+        pm.Normal("y", mu, 1.0, observed=y)
+    return model
+
+
+def _sample(model, step_kwargs=None, **kwargs):
+    kwargs = {"draws": 100, "tune": 100, "chains": 1, "cores": 1, "progressbar": False,
+              "compute_convergence_checks": False, **kwargs}
+    with model:
+        return pm.sample(step=MinibatchBarker(**(step_kwargs or {})), **kwargs)
+
+
+def test_defaults_run_and_report_stats(gaussian_model):
+    idata = _sample(gaussian_model, random_seed=1)
+    stats = _stats(idata)
+    assert STATS <= set(stats.data_vars)
+    assert np.asarray(_posterior(idata)["mu"]).shape == (1, 100)
+    batch = np.asarray(stats["batch_size"])
+    assert np.all((batch >= 0) & (batch <= N))
+    assert np.all(np.asarray(stats["n_lik_evals"]) >= batch)
+    assert np.asarray(stats["accepted"]).dtype == bool
+
+
+def test_same_seed_same_draws_different_seed_different(gaussian_model):
+    a = _sample(gaussian_model, random_seed=7, chains=2)
+    b = _sample(gaussian_model, random_seed=7, chains=2)
+    c = _sample(gaussian_model, random_seed=8, chains=2)
+    mu_a, mu_b, mu_c = (np.asarray(_posterior(i)["mu"]) for i in (a, b, c))
+    np.testing.assert_array_equal(mu_a, mu_b)
+    assert not np.array_equal(mu_a, mu_c)
+    assert not np.array_equal(mu_a[0], mu_a[1])  # chains get their own generators
+
+
+@pytest.mark.parametrize("mp_ctx", ["fork", "spawn"])
+def test_multiprocess_sampling_is_reproducible(gaussian_model, mp_ctx):
+    a = _sample(gaussian_model, random_seed=11, chains=2, cores=2, mp_ctx=mp_ctx)
+    b = _sample(gaussian_model, random_seed=11, chains=2, cores=1)
+    np.testing.assert_array_equal(np.asarray(_posterior(a)["mu"]), np.asarray(_posterior(b)["mu"]))
+
+
+def test_unobserved_extra_variable_gets_nuts(rng):
+    y = rng.normal(1.0, 1.0, size=N)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 10)
+        pm.Normal("z", 0, 1)  # not in the likelihood
+        pm.Normal("y", mu, 1.0, observed=y)
+        step = MinibatchBarker()
+        assert [v.name for v in step.vars] == ["mu"]
+        idata = pm.sample(step=step, draws=300, tune=300, chains=1, random_seed=2,
+                          progressbar=False, compute_convergence_checks=False)
+    stats = _stats(idata)
+    assert "batch_size" in stats and "diverging" in stats  # both samplers ran
+    z = np.asarray(_posterior(idata)["z"]).ravel()
+    assert abs(z.mean()) < 0.3 and 0.7 < z.std() < 1.3
+
+
+def test_compound_step_with_nuts_on_other_variables(rng):
+    y = rng.normal(1.0, 2.0, size=N)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 10)
+        sigma = pm.HalfNormal("sigma", 5)
+        pm.Normal("y", mu, sigma, observed=y)
+        idata = pm.sample(step=[MinibatchBarker([mu])], draws=200, tune=200, chains=1,
+                          random_seed=4, progressbar=False, compute_convergence_checks=False)
+    sigma_draws = np.asarray(_posterior(idata)["sigma"]).ravel()
+    assert abs(sigma_draws[100:].mean() - y.std()) < 0.2
+
+
+def test_invalid_proposals_are_rejected_without_crashing(rng):
+    y = rng.normal(0.5, 1.0, size=N)
+    with pm.Model():
+        mu = pm.Normal("mu", 0, 10)
+        # Below 0.48 the prior potential is -inf; above 0.52 the likelihood scale is
+        # negative, so every datum's log-density is -inf.
+        pm.Potential("wall", pt.switch(mu < 0.48, -np.inf, 0.0))
+        pm.Normal("y", mu, pt.switch(mu > 0.52, -1.0, 1.0), observed=y)
+        idata = pm.sample(step=MinibatchBarker(scaling=0.03, tune=False), draws=300, tune=0,
+                          chains=1, random_seed=5, progressbar=False, initvals={"mu": 0.5},
+                          compute_convergence_checks=False)
+    mu_draws = np.asarray(_posterior(idata)["mu"])
+    assert np.all(np.isfinite(mu_draws))
+    assert np.all((mu_draws >= 0.48) & (mu_draws <= 0.52))
+    stats = _stats(idata)
+    batch = np.asarray(stats["batch_size"])
+    assert np.any(batch == 0)  # some proposals hit the prior wall (no data touched)
+    assert np.any((batch > 0) & (np.asarray(stats["accept"]) == 0))  # and the likelihood wall
+    assert np.any(np.asarray(stats["accepted"]))  # the chain still moves
+
+
+def test_interrupted_sampling_keeps_draws(gaussian_model):
+    def stop_after_30(trace, draw):
+        if draw.draw_idx >= 30:
+            raise KeyboardInterrupt
+
+    with gaussian_model:
+        idata = pm.sample(step=MinibatchBarker(), draws=200, tune=0, chains=1, cores=1,
+                          random_seed=3, progressbar=False, callback=stop_after_30,
+                          compute_convergence_checks=False, discard_tuned_samples=False)
+    n = np.asarray(_posterior(idata)["mu"]).shape[1]
+    assert 30 <= n < 200
+
+
+def test_steps_per_draw_accumulates_work(gaussian_model):
+    one = _stats(_sample(gaussian_model, random_seed=1))
+    five = _stats(_sample(gaussian_model, {"steps_per_draw": 5}, random_seed=1))
+    assert np.mean(five["n_lik_evals"]) > 3 * np.mean(one["n_lik_evals"])
+    assert 0 <= float(np.min(five["accept"])) and float(np.max(five["accept"])) <= 1
+
+
+def test_tuning_changes_scaling_and_reset_restores(gaussian_model):
+    with gaussian_model:
+        step = MinibatchBarker(scaling=1.0)
+        pm.sample(step=step, draws=10, tune=200, chains=1, random_seed=1, progressbar=False,
+                  compute_convergence_checks=False)
+        assert step.scaling < 0.5
+        step.reset_tuning()
+        assert step.scaling == pytest.approx(1.0)
+
+
+def test_sampling_state_roundtrip(gaussian_model):
+    with gaussian_model:
+        step = MinibatchBarker()
+    state = step.sampling_state
+    point = gaussian_model.initial_point()
+    first, _ = step.step(point)
+    step.sampling_state = state
+    again, _ = step.step(point)
+    assert first["mu"] == again["mu"]
+
+
+def test_no_tuning_keeps_scaling(gaussian_model):
+    idata = _sample(gaussian_model, {"scaling": 0.01, "tune": False}, random_seed=2)
+    assert np.allclose(np.asarray(_stats(idata)["scaling"]), 0.01)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"temperature": 0}, "temperature"),
+        ({"batch_size": 1}, "batch_size"),
+        ({"delta": -1.0}, "delta"),
+        ({"steps_per_draw": 0}, "steps_per_draw"),
+        ({"target_accept": 1.5}, "target_accept"),
+        ({"scaling": -1.0}, "scaling"),
+        ({"proposal_cov": np.eye(3)}, "proposal_cov"),
+    ],
+)
+def test_bad_arguments(gaussian_model, kwargs, match):
+    with gaussian_model, pytest.raises(ValueError, match=match):
+        MinibatchBarker(**kwargs)
+
+
+def test_temperature_widens_posterior(gaussian_model):
+    cold = _sample(gaussian_model, random_seed=1, draws=600, tune=300)
+    hot = _sample(gaussian_model, {"temperature": 16.0}, random_seed=1, draws=600, tune=300)
+    ratio = float(np.std(_posterior(hot)["mu"]) / np.std(_posterior(cold)["mu"]))
+    assert 2.0 < ratio < 8.0  # sqrt(16) = 4
