@@ -1,0 +1,64 @@
+"""Posterior agreement checks with ESS-aware tolerances."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import arviz as az
+import numpy as np
+
+
+@dataclass
+class Agreement:
+    """Per-coordinate errors of a sampler's posterior against a reference."""
+
+    mean_err_sd: dict[str, float]
+    sd_rel_err: dict[str, float]
+    mcse_sd: dict[str, float]  # Monte Carlo s.e. of the mean, in reference-sd units
+
+    def failures(self, mean_tol: float, sd_tol: float) -> list[str]:
+        out = []
+        for key, err in self.mean_err_sd.items():
+            if err > mean_tol:
+                out.append(f"{key}: |mean error| = {err:.3f} ref sd > {mean_tol}")
+            if self.sd_rel_err[key] > sd_tol:
+                out.append(f"{key}: |sd / ref sd - 1| = {self.sd_rel_err[key]:.3f} > {sd_tol}")
+        return out
+
+    def underpowered(self, mean_tol: float, k: float = 3.0) -> list[str]:
+        """Coordinates whose Monte Carlo error is too large for ``mean_tol`` to mean much."""
+        return [f"{key}: mcse {m:.3f} sd" for key, m in self.mcse_sd.items() if k * m > mean_tol]
+
+
+def coordinate_draws(posterior, names) -> dict[str, np.ndarray]:
+    """``{"name[i]": (chain, draw) array}`` for every scalar coordinate (0-based index)."""
+    out = {}
+    for name in names:
+        values = np.asarray(posterior[name])
+        if values.ndim == 2:
+            out[name] = values
+        else:
+            flat = values.reshape(values.shape[0], values.shape[1], -1)
+            for j in range(flat.shape[2]):
+                out[f"{name}[{j}]"] = flat[:, :, j]
+    return out
+
+
+def agreement(draws: dict[str, np.ndarray], ref_mean: dict, ref_sd: dict) -> Agreement:
+    mean_err, sd_err, mcse = {}, {}, {}
+    for key, values in draws.items():
+        ess = float(az.ess(values, method="bulk"))
+        mean_err[key] = abs(values.mean() - ref_mean[key]) / ref_sd[key]
+        sd_err[key] = abs(values.std() / ref_sd[key] - 1.0)
+        mcse[key] = values.std() / np.sqrt(ess) / ref_sd[key]
+    return Agreement(mean_err, sd_err, mcse)
+
+
+def reference_moments(draws: dict[str, np.ndarray]) -> tuple[dict, dict]:
+    means = {k: float(np.mean(v)) for k, v in draws.items()}
+    sds = {k: float(np.std(v)) for k, v in draws.items()}
+    return means, sds
+
+
+def posterior_of(idata):
+    return idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
