@@ -21,7 +21,9 @@ from pymc_minibatch_mh.kernels.correction import (
     correction_sup_error,
 )
 
-DEFAULT_OUT = Path(__file__).resolve().parents[1] / "pymc_minibatch_mh" / "data" / "correction_c1.npz"
+DEFAULT_OUT = (
+    Path(__file__).resolve().parents[1] / "pymc_minibatch_mh" / "data" / "correction_c1.npz"
+)
 
 
 def main(argv: list[str] | None = None) -> int:

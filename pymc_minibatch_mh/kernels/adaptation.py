@@ -80,8 +80,12 @@ class CovarianceWindow:
     def add(self, position: np.ndarray) -> CovarianceWindow:
         if self.count == 0:
             return CovarianceWindow(
-                self.ndim, self.first_window, self.window, 1,
-                position.copy(), np.zeros((self.ndim, self.ndim)),
+                self.ndim,
+                self.first_window,
+                self.window,
+                1,
+                position.copy(),
+                np.zeros((self.ndim, self.ndim)),
             )
         count = self.count + 1
         shift = position - self.mean

@@ -104,12 +104,11 @@ def clt_error_bound(values: np.ndarray) -> float:
     if sd == 0.0:
         return 0.0
     z = np.abs(values - values.mean()) / sd
-    return float((_CLT_THIRD_MOMENT * np.mean(z**3) + _CLT_FIRST_MOMENT * np.mean(z)) / math.sqrt(b))
+    bound = _CLT_THIRD_MOMENT * np.mean(z**3) + _CLT_FIRST_MOMENT * np.mean(z)
+    return float(bound / math.sqrt(b))
 
 
-def barker_decision(
-    rng: np.random.Generator, delta_star, delta_var, table: CorrectionTable
-):
+def barker_decision(rng: np.random.Generator, delta_star, delta_var, table: CorrectionTable):
     """Accept iff ``Delta* + X_nc + X_corr > 0`` with ``X_nc ~ N(0, sigma^2 - s^2)``.
 
     Scalars give a bool; arrays (of a common shape) give a boolean array of

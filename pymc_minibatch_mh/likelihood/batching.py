@@ -18,8 +18,9 @@ def gather_rows(loglik: Variable, idx: Variable, n_data: int) -> Variable:
     Every constant or shared tensor input whose leading axis has length
     ``n_data`` is replaced by its rows ``idx``, and every integer scalar input
     or short integer vector holding ``n_data`` (a dimension length or ``size``
-    used by ``Alloc``) has those entries replaced by ``len(idx)``. The result therefore costs ``O(len(idx))``;
-    indexing the full-data output instead would cost ``O(N)``.
+    used by ``Alloc``) has those entries replaced by ``len(idx)``. The result
+    therefore costs ``O(len(idx))``; indexing the full-data output instead would
+    cost ``O(N)``.
     """
     placeholders, gathers = {}, {}
     for var, value in tensor_data_inputs([loglik]):

@@ -102,7 +102,9 @@ def build_tall_data(
     prior = model.logp(vars=[*model.free_RVs, *model.potentials], sum=True)
 
     (batch, full, prior), q_var = join_nonshared_inputs(
-        point=initial_point, outputs=[batch, per_datum, prior], inputs=value_vars,
+        point=initial_point,
+        outputs=[batch, per_datum, prior],
+        inputs=value_vars,
         shared_inputs=shared,
     )
     q_old = q_var.type("q_old")

@@ -124,6 +124,4 @@ class MinibatchBarker(MinibatchStep):
 
     def _transition(self, state: ChainState):
         proposal, log_q_ratio = self._propose(state)
-        return barker_kernel(
-            self.rng, state, proposal, log_q_ratio, self.tall_data, self.settings
-        )
+        return barker_kernel(self.rng, state, proposal, log_q_ratio, self.tall_data, self.settings)

@@ -54,12 +54,12 @@ def test_kernel_acceptance_on_gaussian_increments(rng, delta):
     n_data, b = 100_000, 300
     # Per-datum log-ratios l_i with mean Delta / N and sd chosen so s^2 = 0.6 at b = 300.
     sd = math.sqrt(0.6 * b) / n_data
-    l = delta / n_data + sd * rng.standard_normal(n_data)
-    l += delta / n_data - l.mean()  # make the full-data sum exactly Delta
+    log_ratios = delta / n_data + sd * rng.standard_normal(n_data)
+    log_ratios += delta / n_data - log_ratios.mean()  # make the full-data sum exactly Delta
 
     target = ArrayTarget(
         n_data=n_data,
-        loglik=lambda q, idx: q[0] * l[idx],
+        loglik=lambda q, idx: q[0] * log_ratios[idx],
         logprior=lambda q: 0.0,
     )
     settings = BarkerSettings(batch_size=b, temperature=1.0, delta=None, table=TABLE)
@@ -79,15 +79,15 @@ def test_kernel_acceptance_on_gaussian_increments(rng, delta):
 
 def test_full_data_fallback_is_exact_barker(rng):
     n_data = 150
-    l = rng.normal(0.01, 1.0, size=n_data)
-    target = ArrayTarget(n_data, lambda q, idx: q[0] * l[idx], lambda q: 0.0)
+    log_ratios = rng.normal(0.01, 1.0, size=n_data)
+    target = ArrayTarget(n_data, lambda q, idx: q[0] * log_ratios[idx], lambda q: 0.0)
     settings = BarkerSettings(batch_size=100, temperature=1.0, delta=None, table=TABLE)
     state = ChainState(np.array([0.0]), 0.0)
     results = [
         barker_kernel(rng, state, np.array([1.0]), 0.0, target, settings)[1] for _ in range(4000)
     ]
     assert all(r.batch_size == n_data and r.delta_var == 0.0 for r in results)
-    expected = special.expit(l.sum())
+    expected = special.expit(log_ratios.sum())
     assert results[0].accept == pytest.approx(expected)
     rate = np.mean([r.accepted for r in results])
     assert abs(rate - expected) < 4 * math.sqrt(expected * (1 - expected) / 4000) + 1e-3
@@ -95,13 +95,13 @@ def test_full_data_fallback_is_exact_barker(rng):
 
 def test_temperature_scales_the_log_ratio(rng):
     n_data = 120
-    l = np.full(n_data, 0.05)
-    target = ArrayTarget(n_data, lambda q, idx: q[0] * l[idx], lambda q: 0.0)
+    log_ratios = np.full(n_data, 0.05)
+    target = ArrayTarget(n_data, lambda q, idx: q[0] * log_ratios[idx], lambda q: 0.0)
     state = ChainState(np.array([0.0]), 0.0)
     for temperature in (1.0, 3.0):
         settings = BarkerSettings(100, temperature, None, TABLE)
         _, info = barker_kernel(rng, state, np.array([1.0]), 0.0, target, settings)
-        assert info.accept == pytest.approx(special.expit(l.sum() / temperature))
+        assert info.accept == pytest.approx(special.expit(log_ratios.sum() / temperature))
 
 
 def test_nonfinite_prior_rejects_without_data(rng):
@@ -135,8 +135,8 @@ def test_nonfinite_likelihood_rejects(rng, bad):
 
 def test_batch_grows_until_variance_below_one(rng):
     n_data = 1_000_000
-    l = rng.normal(0.0, 1.0, size=n_data) * 2e-5
-    target = ArrayTarget(n_data, lambda q, idx: q[0] * l[idx], lambda q: 0.0)
+    log_ratios = rng.normal(0.0, 1.0, size=n_data) * 2e-5
+    target = ArrayTarget(n_data, lambda q, idx: q[0] * log_ratios[idx], lambda q: 0.0)
     settings = BarkerSettings(50, 1.0, None, TABLE)
     state = ChainState(np.array([0.0]), 0.0)
     _, info = barker_kernel(rng, state, np.array([1.0]), 0.0, target, settings)
@@ -149,8 +149,8 @@ def test_batch_grows_until_variance_below_one(rng):
 
 def test_delta_option_grows_batch_until_clt_bound_met(rng):
     n_data = 1_000_000
-    l = rng.normal(0.0, 1.0, size=n_data) * 1e-7
-    target = ArrayTarget(n_data, lambda q, idx: q[0] * l[idx], lambda q: 0.0)
+    log_ratios = rng.normal(0.0, 1.0, size=n_data) * 1e-7
+    target = ArrayTarget(n_data, lambda q, idx: q[0] * log_ratios[idx], lambda q: 0.0)
     state = ChainState(np.array([0.0]), 0.0)
     _, loose = barker_kernel(
         rng, state, np.array([1.0]), 0.0, target, BarkerSettings(100, 1.0, None, TABLE)

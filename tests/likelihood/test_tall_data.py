@@ -2,8 +2,8 @@
 
 import numpy as np
 import pymc as pm
-import pytest
 import pytensor.tensor as pt
+import pytest
 from pymc.pytensorf import make_shared_replacements
 from pytensor.graph.fg import FunctionGraph
 from scipy import stats

@@ -48,8 +48,13 @@ def gaussian_case():
 def test_gaussian_mean_matches_closed_form(gaussian_case, temperature, should_pass):
     model, ref_mean, ref_sd = gaussian_case
     with model:
-        idata = pm.sample(step=MinibatchBarker(temperature=temperature), draws=1500, tune=500,
-                          random_seed=202, **SAMPLE)
+        idata = pm.sample(
+            step=MinibatchBarker(temperature=temperature),
+            draws=1500,
+            tune=500,
+            random_seed=202,
+            **SAMPLE,
+        )
     failures = _check(idata, ["mu"], ref_mean, ref_sd, negative_control=not should_pass)
     if should_pass:
         assert not failures, failures
@@ -82,8 +87,7 @@ def logistic_case():
 def test_logistic_regression_matches_nuts(logistic_case):
     model, names, ref_mean, ref_sd = logistic_case
     with model:
-        idata = pm.sample(step=MinibatchBarker(), draws=2500, tune=1500, random_seed=505,
-                          **SAMPLE)
+        idata = pm.sample(step=MinibatchBarker(), draws=2500, tune=1500, random_seed=505, **SAMPLE)
     failures = _check(idata, names, ref_mean, ref_sd)
     assert not failures, failures
     stats = idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
@@ -93,8 +97,9 @@ def test_logistic_regression_matches_nuts(logistic_case):
 def test_logistic_negative_control_wrong_temperature_fails(logistic_case):
     model, names, ref_mean, ref_sd = logistic_case
     with model:
-        idata = pm.sample(step=MinibatchBarker(temperature=3.0), draws=2500, tune=1500,
-                          random_seed=505, **SAMPLE)
+        idata = pm.sample(
+            step=MinibatchBarker(temperature=3.0), draws=2500, tune=1500, random_seed=505, **SAMPLE
+        )
     assert _check(idata, names, ref_mean, ref_sd, negative_control=True)
 
 
@@ -129,9 +134,14 @@ def test_posteriordb_kidiq(request):
         beta = pm.Flat("beta", shape=3)
         sigma = pm.HalfCauchy("sigma", 2.5)
         pm.Normal("kid_score", X @ beta, sigma, observed=np.asarray(data["kid_score"], float))
-        idata = pm.sample(step=MinibatchBarker(), draws=10000, tune=5000, random_seed=606,
-                          initvals={"beta": np.array([26.0, 6.0, 0.56]), "sigma": 18.0},
-                          **SAMPLE)
+        idata = pm.sample(
+            step=MinibatchBarker(),
+            draws=10000,
+            tune=5000,
+            random_seed=606,
+            initvals={"beta": np.array([26.0, 6.0, 0.56]), "sigma": 18.0},
+            **SAMPLE,
+        )
     failures = _check(idata, ["beta", "sigma"], ref_mean, ref_sd)
     assert not failures, failures
 
@@ -145,7 +155,8 @@ def test_posteriordb_sblrc(request):
         sigma = pm.HalfNormal("sigma", 10)
         pm.Normal("y", X @ beta, sigma, observed=np.asarray(data["y"], float))
         # Random-walk burn-in from beta = 0 is long, but N = 100 makes steps cheap.
-        idata = pm.sample(step=MinibatchBarker(), draws=10000, tune=10000, random_seed=707,
-                          **SAMPLE)
+        idata = pm.sample(
+            step=MinibatchBarker(), draws=10000, tune=10000, random_seed=707, **SAMPLE
+        )
     failures = _check(idata, ["beta", "sigma"], ref_mean, ref_sd)
     assert not failures, failures

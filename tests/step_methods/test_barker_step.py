@@ -29,8 +29,15 @@ def gaussian_model():
 
 
 def _sample(model, step_kwargs=None, **kwargs):
-    kwargs = {"draws": 100, "tune": 100, "chains": 1, "cores": 1, "progressbar": False,
-              "compute_convergence_checks": False, **kwargs}
+    kwargs = {
+        "draws": 100,
+        "tune": 100,
+        "chains": 1,
+        "cores": 1,
+        "progressbar": False,
+        "compute_convergence_checks": False,
+        **kwargs,
+    }
     with model:
         return pm.sample(step=MinibatchBarker(**(step_kwargs or {})), **kwargs)
 
@@ -65,14 +72,21 @@ def test_multiprocess_sampling_is_reproducible(gaussian_model, mp_ctx):
 
 def test_unobserved_extra_variable_gets_nuts(rng):
     y = rng.normal(1.0, 1.0, size=N)
-    with pm.Model() as model:
+    with pm.Model():
         mu = pm.Normal("mu", 0, 10)
         pm.Normal("z", 0, 1)  # not in the likelihood
         pm.Normal("y", mu, 1.0, observed=y)
         step = MinibatchBarker()
         assert [v.name for v in step.vars] == ["mu"]
-        idata = pm.sample(step=step, draws=300, tune=300, chains=1, random_seed=2,
-                          progressbar=False, compute_convergence_checks=False)
+        idata = pm.sample(
+            step=step,
+            draws=300,
+            tune=300,
+            chains=1,
+            random_seed=2,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
     stats = _stats(idata)
     assert "batch_size" in stats and "diverging" in stats  # both samplers ran
     z = np.asarray(_posterior(idata)["z"]).ravel()
@@ -81,12 +95,19 @@ def test_unobserved_extra_variable_gets_nuts(rng):
 
 def test_compound_step_with_nuts_on_other_variables(rng):
     y = rng.normal(1.0, 2.0, size=N)
-    with pm.Model() as model:
+    with pm.Model():
         mu = pm.Normal("mu", 0, 10)
         sigma = pm.HalfNormal("sigma", 5)
         pm.Normal("y", mu, sigma, observed=y)
-        idata = pm.sample(step=[MinibatchBarker([mu])], draws=200, tune=200, chains=1,
-                          random_seed=4, progressbar=False, compute_convergence_checks=False)
+        idata = pm.sample(
+            step=[MinibatchBarker([mu])],
+            draws=200,
+            tune=200,
+            chains=1,
+            random_seed=4,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
     sigma_draws = np.asarray(_posterior(idata)["sigma"]).ravel()
     assert abs(sigma_draws[100:].mean() - y.std()) < 0.2
 
@@ -99,9 +120,16 @@ def test_invalid_proposals_are_rejected_without_crashing(rng):
         # negative, so every datum's log-density is -inf.
         pm.Potential("wall", pt.switch(mu < 0.48, -np.inf, 0.0))
         pm.Normal("y", mu, pt.switch(mu > 0.52, -1.0, 1.0), observed=y)
-        idata = pm.sample(step=MinibatchBarker(scaling=0.03, tune=False), draws=300, tune=0,
-                          chains=1, random_seed=5, progressbar=False, initvals={"mu": 0.5},
-                          compute_convergence_checks=False)
+        idata = pm.sample(
+            step=MinibatchBarker(scaling=0.03, tune=False),
+            draws=300,
+            tune=0,
+            chains=1,
+            random_seed=5,
+            progressbar=False,
+            initvals={"mu": 0.5},
+            compute_convergence_checks=False,
+        )
     mu_draws = np.asarray(_posterior(idata)["mu"])
     assert np.all(np.isfinite(mu_draws))
     assert np.all((mu_draws >= 0.48) & (mu_draws <= 0.52))
@@ -118,9 +146,18 @@ def test_interrupted_sampling_keeps_draws(gaussian_model):
             raise KeyboardInterrupt
 
     with gaussian_model:
-        idata = pm.sample(step=MinibatchBarker(), draws=200, tune=0, chains=1, cores=1,
-                          random_seed=3, progressbar=False, callback=stop_after_30,
-                          compute_convergence_checks=False, discard_tuned_samples=False)
+        idata = pm.sample(
+            step=MinibatchBarker(),
+            draws=200,
+            tune=0,
+            chains=1,
+            cores=1,
+            random_seed=3,
+            progressbar=False,
+            callback=stop_after_30,
+            compute_convergence_checks=False,
+            discard_tuned_samples=False,
+        )
     n = np.asarray(_posterior(idata)["mu"]).shape[1]
     assert 30 <= n < 200
 
@@ -135,8 +172,15 @@ def test_steps_per_draw_accumulates_work(gaussian_model):
 def test_tuning_changes_scaling_and_reset_restores(gaussian_model):
     with gaussian_model:
         step = MinibatchBarker(scaling=1.0)
-        pm.sample(step=step, draws=10, tune=200, chains=1, random_seed=1, progressbar=False,
-                  compute_convergence_checks=False)
+        pm.sample(
+            step=step,
+            draws=10,
+            tune=200,
+            chains=1,
+            random_seed=1,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
         assert step.scaling < 0.5
         step.reset_tuning()
         assert step.scaling == pytest.approx(1.0)
