@@ -3,6 +3,8 @@
 Tolerances (issue 2): means within 0.2 reference sd, sds within 20%. Each test
 also checks that its Monte Carlo error is small enough (3 MCSE < 0.2 sd) for the
 tolerance to be meaningful, and a negative control (wrong temperature) must fail.
+The closed-form Gaussian checks run by default; the NUTS and posteriordb
+comparisons are marked ``slow`` (``python -m pytest -m slow``).
 """
 
 import json
@@ -84,6 +86,7 @@ def logistic_case():
     return model, names, ref_mean, ref_sd
 
 
+@pytest.mark.slow
 def test_logistic_regression_matches_nuts(logistic_case):
     model, names, ref_mean, ref_sd = logistic_case
     with model:
@@ -94,6 +97,7 @@ def test_logistic_regression_matches_nuts(logistic_case):
     assert 0 < float(stats["batch_size"].mean()) <= N_LOGIT
 
 
+@pytest.mark.slow
 def test_logistic_negative_control_wrong_temperature_fails(logistic_case):
     model, names, ref_mean, ref_sd = logistic_case
     with model:
@@ -126,7 +130,8 @@ def _stan_to_pymc_names(draws: dict) -> dict:
     return out
 
 
-def test_posteriordb_kidiq(request):
+@pytest.mark.slow
+def test_posteriordb_kidiq():
     data, ref = _posteriordb("kidiq", "kidiq-kidscore_momhsiq")
     ref_mean, ref_sd = reference_moments(_stan_to_pymc_names(ref))
     X = np.column_stack([np.ones(data["N"]), data["mom_hs"], data["mom_iq"]])
@@ -146,7 +151,8 @@ def test_posteriordb_kidiq(request):
     assert not failures, failures
 
 
-def test_posteriordb_sblrc(request):
+@pytest.mark.slow
+def test_posteriordb_sblrc():
     data, ref = _posteriordb("sblrc", "sblrc-blr")
     ref_mean, ref_sd = reference_moments(_stan_to_pymc_names(ref))
     X = np.asarray(data["X"], dtype=float)

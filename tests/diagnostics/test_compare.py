@@ -1,0 +1,76 @@
+import numpy as np
+import pandas as pd
+import pymc as pm
+import pytest
+
+from pymc_minibatch_mh import MinibatchBarker, compare
+from pymc_minibatch_mh.diagnostics import posterior_errors
+
+COLUMNS = {
+    "wall_time_s",
+    "ess_bulk_min",
+    "ess_per_s",
+    "mean_batch_size",
+    "lik_evals_per_ess",
+    "accept_rate",
+    "max_mean_err_sd",
+    "max_sd_rel_err",
+}
+
+
+@pytest.fixture(scope="module")
+def model():
+    y = np.random.default_rng(9).normal(0.5, 1.0, size=3000)
+    with pm.Model() as m:
+        mu = pm.Normal("mu", 0, 10)
+        pm.Normal("y", mu, 1.0, observed=y)
+    return m
+
+
+def test_compare_table_against_nuts(model):
+    table, traces = compare(
+        model,
+        {"barker": MinibatchBarker, "barker_hot": lambda: MinibatchBarker(temperature=50.0)},
+        draws=300,
+        tune=300,
+        chains=2,
+        random_seed=3,
+        return_traces=True,
+    )
+    assert isinstance(table, pd.DataFrame)
+    assert list(table.index) == ["nuts", "barker", "barker_hot"]
+    assert COLUMNS <= set(table.columns)
+    assert set(traces) == {"nuts", "barker", "barker_hot"}
+    assert table.loc["nuts", "max_mean_err_sd"] == 0.0
+    assert table.loc["nuts", "mean_batch_size"] == 3000
+    assert 0 < table.loc["barker", "mean_batch_size"] <= 3000
+    # The tempered posterior is ~sqrt(50) times wider: compare() must flag it.
+    assert table.loc["barker_hot", "max_sd_rel_err"] > 2.0
+    assert table.loc["barker_hot", "mean_batch_size"] < table.loc["barker", "mean_batch_size"]
+    assert (table["ess_per_s"] > 0).all() and (table["lik_evals_per_ess"] > 0).all()
+
+
+def test_compare_with_given_reference_draws(model):
+    exact = np.random.default_rng(0).normal(0.5, 1 / np.sqrt(3000), size=4000)
+    table = compare(
+        model,
+        {"barker": MinibatchBarker},
+        reference={"mu": exact},
+        draws=200,
+        tune=200,
+        chains=1,
+        random_seed=1,
+    )
+    assert list(table.index) == ["barker"]
+    assert np.isfinite(table.loc["barker", "max_mean_err_sd"])
+
+
+def test_compare_rejects_unknown_reference(model):
+    with pytest.raises(ValueError, match="reference"):
+        compare(model, {}, reference="smc")
+
+
+def test_posterior_errors():
+    ref = {"a": np.array([0.0, 2.0])}  # mean 1, sd 1
+    mean_err, sd_err = posterior_errors({"a": np.array([1.5, 3.5])}, ref)
+    assert mean_err == pytest.approx(1.5) and sd_err == pytest.approx(0.0)
