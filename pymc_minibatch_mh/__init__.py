@@ -9,7 +9,9 @@ from importlib import import_module
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "Austere": "pymc_minibatch_mh.step_methods",
     "MinibatchBarker": "pymc_minibatch_mh.step_methods",
+    "design_austere_test": "pymc_minibatch_mh.kernels.austere_design",
     "compare": "pymc_minibatch_mh.diagnostics",
 }
 __all__ = sorted(_EXPORTS)

@@ -7,6 +7,8 @@ the per-datum log-likelihood as separate callables.
 """
 
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation, adapt_scale
+from pymc_minibatch_mh.kernels.austere import AustereInfo, AustereSettings, austere_kernel
+from pymc_minibatch_mh.kernels.austere_design import AustereDesign, design_austere_test
 from pymc_minibatch_mh.kernels.barker import BarkerInfo, BarkerSettings, barker_kernel
 from pymc_minibatch_mh.kernels.correction import (
     CorrectionTable,
@@ -18,6 +20,11 @@ from pymc_minibatch_mh.kernels.proposals import RandomWalkProposal
 from pymc_minibatch_mh.kernels.target import ChainState, TallTarget
 
 __all__ = [
+    "AustereDesign",
+    "AustereInfo",
+    "AustereSettings",
+    "austere_kernel",
+    "design_austere_test",
     "BarkerInfo",
     "BarkerSettings",
     "ChainState",

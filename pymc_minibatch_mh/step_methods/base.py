@@ -176,7 +176,9 @@ class MinibatchStep(ArrayStepShared):
             scaling = self.adaptation.scaling
             state, info = self._transition(state)
             if self.tune and self.adapt:
-                self._adapt(state.position, info.accept)
+                # Methods without an acceptance-probability estimate report NaN: use 0/1.
+                accept_prob = info.accept if math.isfinite(info.accept) else float(info.accepted)
+                self._adapt(state.position, accept_prob)
             infos.append(info)
         stats = self._stats(infos)
         stats["scaling"] = scaling
