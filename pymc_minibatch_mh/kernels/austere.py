@@ -21,9 +21,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
-from pymc_minibatch_mh.kernels.subsample import draw_new_indices
+from pymc_minibatch_mh.kernels.subsample import UsedRows
 from pymc_minibatch_mh.kernels.target import ChainState, TallTarget
 
 
@@ -88,6 +88,11 @@ def t_statistic(
     return (mean - mu0) / s, s
 
 
+def student_t_tail(t: float, df: int) -> float:
+    """``delta = 1 - Phi_df(|t|)``: upper tail probability of Student-t at ``|t|``."""
+    return float(special.stdtr(df, -abs(t)))
+
+
 def austere_kernel(
     rng: np.random.Generator,
     state: ChainState,
@@ -95,6 +100,7 @@ def austere_kernel(
     log_q_ratio: float,
     target: TallTarget,
     settings: AustereSettings,
+    rows: UsedRows | None = None,
 ) -> tuple[ChainState, AustereInfo]:
     """One Austerity MH transition (Algorithm 1 of Korattikara et al.).
 
@@ -112,6 +118,9 @@ def austere_kernel(
         Prior and per-datum likelihood callables.
     settings : AustereSettings
         ``batch_size``, ``epsilon`` and ``temperature``.
+    rows : UsedRows, optional
+        Scratch mask of drawn rows, reused across calls to avoid an O(N)
+        allocation per test; it is left cleared on return.
 
     Returns
     -------
@@ -127,19 +136,40 @@ def austere_kernel(
         return (ChainState(proposal, lp_new) if accepted else state), info
     mu0 = (log_u - prior_part) / n_data
 
-    used = np.empty(0, dtype=np.int64)
+    if rows is None:
+        rows = UsedRows(n_data)
+    try:
+        accepted, info = sequential_test(rng, state.position, proposal, mu0, target, settings, rows)
+    finally:
+        rows.release()
+    return (ChainState(proposal, lp_new) if accepted else state), info
+
+
+def sequential_test(
+    rng: np.random.Generator,
+    position: np.ndarray,
+    proposal: np.ndarray,
+    mu0: float,
+    target: TallTarget,
+    settings: AustereSettings,
+    rows: UsedRows,
+) -> tuple[bool, AustereInfo]:
+    """Decide ``mu > mu0`` from growing batches drawn without replacement.
+
+    ``mu`` is the mean over all N rows of the tempered per-datum log-likelihood
+    ratio between ``proposal`` and ``position``. The caller releases ``rows``.
+    """
+    n_data = target.n_data
     total = total_sq = 0.0
     while True:
-        idx = draw_new_indices(rng, n_data, used, min(settings.batch_size, n_data - used.size))
-        used = np.concatenate([used, idx])
-        d = target.loglik_diff(proposal, state.position, idx) / settings.temperature
-        n = used.size
+        idx = rows.draw(rng, settings.batch_size)
+        d = target.loglik_diff(proposal, position, idx) / settings.temperature
+        n = rows.count
         if not np.all(np.isfinite(d)):
             # Any NaN or -inf row makes the proposal invalid; +inf rows (current state
             # impossible) make it certainly better.
             accepted = not (np.any(np.isnan(d)) or np.any(d == -np.inf))
-            info = AustereInfo(accepted, math.nan, n, 2 * n, math.nan)
-            return (ChainState(proposal, lp_new) if accepted else state), info
+            return accepted, AustereInfo(accepted, math.nan, n, 2 * n, math.nan)
         total += float(d.sum())
         total_sq += float(np.dot(d, d))
         mean = total / n
@@ -147,8 +177,7 @@ def austere_kernel(
         if n >= n_data or s == 0.0:
             decide = True
         else:
-            decide = stats.t.sf(abs(t), n - 1) < settings.epsilon
+            decide = student_t_tail(t, n - 1) < settings.epsilon
         if decide:
             accepted = bool(mean > mu0)
-            info = AustereInfo(accepted, math.nan, n, 2 * n, t)
-            return (ChainState(proposal, lp_new) if accepted else state), info
+            return accepted, AustereInfo(accepted, math.nan, n, 2 * n, t)

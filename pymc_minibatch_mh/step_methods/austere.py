@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pymc_minibatch_mh.kernels.austere import AustereSettings, austere_kernel
+from pymc_minibatch_mh.kernels.subsample import UsedRows
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep
 
@@ -89,6 +90,7 @@ class Austere(MinibatchStep):
         self.settings = AustereSettings(
             batch_size=int(batch_size), epsilon=float(epsilon), temperature=self.temperature
         )
+        self._rows = UsedRows(self.tall_data.n_data)
 
     def _transition(self, state: ChainState):
         proposal, log_q_ratio = self._propose(state)
