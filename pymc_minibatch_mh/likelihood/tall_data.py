@@ -40,6 +40,8 @@ class TallData:
     _loglik_diff_fn: object = field(repr=False)
     _loglik_full_fn: object = field(repr=False)
     _logprior_fn: object = field(repr=False)
+    _loglik_weighted_grad_fn: object = field(default=None, repr=False)
+    _logprior_grad_fn: object = field(default=None, repr=False)
 
     def loglik(self, q: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """Per-datum log-likelihood (summed over observed variables) of rows ``idx``."""
@@ -57,6 +59,33 @@ class TallData:
         """Log prior density with transform Jacobians, plus potentials."""
         return float(self._logprior_fn(q))
 
+    @property
+    def has_gradients(self) -> bool:
+        """Whether the gradient functions were compiled (``build_tall_data(gradients=True)``)."""
+        return self._logprior_grad_fn is not None
+
+    def loglik_weighted_grad(
+        self, q: np.ndarray, idx: np.ndarray, weights: np.ndarray
+    ) -> np.ndarray:
+        """Gradient in ``q`` of ``sum_j weights[j] * loglik(q, idx)[j]``, shape ``(ndim,)``.
+
+        One reverse-mode pass over the rows ``idx``: cost proportional to ``len(idx)``.
+        """
+        self._require_gradients()
+        return self._loglik_weighted_grad_fn(q, idx, weights)
+
+    def logprior_grad(self, q: np.ndarray) -> np.ndarray:
+        """Gradient of :meth:`logprior`, shape ``(ndim,)``."""
+        self._require_gradients()
+        return self._logprior_grad_fn(q)
+
+    def _require_gradients(self) -> None:
+        if not self.has_gradients:
+            raise RuntimeError(
+                "This TallData was compiled without gradients; build it with "
+                "build_tall_data(..., gradients=True)."
+            )
+
 
 def build_tall_data(
     model: pm.Model,
@@ -66,6 +95,7 @@ def build_tall_data(
     initial_point: dict,
     data_dim: str | None = None,
     compile_kwargs: dict | None = None,
+    gradients: bool = False,
 ) -> TallData:
     """Compile the functions a minibatch kernel needs, once.
 
@@ -84,6 +114,9 @@ def build_tall_data(
         Name of the dimension that indexes the data points (checked against the data).
     compile_kwargs : dict, optional
         Passed to :func:`pymc.pytensorf.compile` (e.g. ``{"mode": "FAST_RUN"}``).
+    gradients : bool, default False
+        Also compile :meth:`TallData.loglik_weighted_grad` and
+        :meth:`TallData.logprior_grad` (for gradient-based proposals).
 
     Raises
     ------
@@ -113,7 +146,16 @@ def build_tall_data(
     loglik_diff_fn = compile_pymc([q_var, q_old, idx], batch - batch_old, **compile_kwargs)
     loglik_full_fn = compile_pymc([q_var], full, **compile_kwargs)
     logprior_fn = compile_pymc([q_var], prior, **compile_kwargs)
-    for fn in (loglik_fn, loglik_diff_fn, loglik_full_fn, logprior_fn):
+    functions = [loglik_fn, loglik_diff_fn, loglik_full_fn, logprior_fn]
+    weighted_grad_fn = prior_grad_fn = None
+    if gradients:
+        weights = pt.vector("weights", dtype=batch.dtype)
+        weighted_grad_fn = compile_pymc(
+            [q_var, idx, weights], pt.grad(pt.dot(weights, batch), q_var), **compile_kwargs
+        )
+        prior_grad_fn = compile_pymc([q_var], pt.grad(prior, q_var), **compile_kwargs)
+        functions += [weighted_grad_fn, prior_grad_fn]
+    for fn in functions:
         fn.trust_input = True
 
     q0 = np.concatenate(
@@ -127,6 +169,8 @@ def build_tall_data(
         _loglik_diff_fn=loglik_diff_fn,
         _loglik_full_fn=loglik_full_fn,
         _logprior_fn=logprior_fn,
+        _loglik_weighted_grad_fn=weighted_grad_fn,
+        _logprior_grad_fn=prior_grad_fn,
     )
     _self_check(data, q0)
     return data

@@ -59,6 +59,9 @@ class MinibatchStep(ArrayStepShared):
     stats_dtypes_shapes = dict(COMMON_STATS)
     _state_class = MinibatchStepState
     default_target_accept = 0.234
+    # Subclasses that need TallData.loglik_weighted_grad / logprior_grad set this
+    # (on the class, or on the instance before calling MinibatchStep.__init__).
+    _needs_gradients = False
 
     def __init__(
         self,
@@ -107,6 +110,7 @@ class MinibatchStep(ArrayStepShared):
             initial_point=initial_point,
             data_dim=data_dim,
             compile_kwargs=compile_kwargs,
+            gradients=self._needs_gradients,
         )
         ndim = self.tall_data.ndim
         self._untuned_proposal = RandomWalkProposal.from_covariance(proposal_cov, ndim)

@@ -215,3 +215,29 @@ def test_data_with_datum_axis_not_first(rng):
         pm.Normal("y", beta @ xt, 1, observed=rng.normal(size=N))
     with pytest.raises(ValueError, match="not the leading axis"):
         _build(model)
+
+
+def test_gradients_match_finite_differences(regression_data, rng):
+    x, y = regression_data
+    model = _regression(x, y)
+    data = _build(model, gradients=True)
+    q = rng.normal(scale=0.3, size=data.ndim)
+    idx = rng.integers(0, N, size=40)
+    weights = rng.uniform(0.5, 2.0, size=40)
+    eps = 1e-6
+    fd_lik, fd_prior = np.empty(data.ndim), np.empty(data.ndim)
+    for k in range(data.ndim):
+        e = np.zeros(data.ndim)
+        e[k] = eps
+        fd_lik[k] = (weights @ data.loglik(q + e, idx) - weights @ data.loglik(q - e, idx)) / (2 * eps)
+        fd_prior[k] = (data.logprior(q + e) - data.logprior(q - e)) / (2 * eps)
+    np.testing.assert_allclose(data.loglik_weighted_grad(q, idx, weights), fd_lik, rtol=1e-5)
+    np.testing.assert_allclose(data.logprior_grad(q), fd_prior, rtol=1e-5, atol=1e-8)
+
+
+def test_gradients_must_be_requested(regression_data):
+    x, y = regression_data
+    data = _build(_regression(x, y))
+    assert not data.has_gradients
+    with pytest.raises(RuntimeError, match="gradients=True"):
+        data.logprior_grad(np.zeros(data.ndim))
