@@ -21,8 +21,15 @@ class TallTarget(Protocol):
         log-likelihood at the raveled parameter vector ``q`` for the data rows
         ``idx``. Its cost is proportional to ``len(idx)``.
     loglik_diff : callable
-        ``loglik_diff(q_new, q_old, idx) -> loglik(q_new, idx) - loglik(q_old, idx)``,
-        in one pass over the rows.
+        ``loglik_diff(q_new, q_old, idx) -> (len(idx),)``: per-datum log-likelihood
+        ratio terms of the rows ``idx``, in one pass over the rows. Their sum over all N
+        rows plus ``diff_offset(q_new, q_old)`` is the full-data log-likelihood ratio.
+        For a plain target they are ``loglik(q_new, idx) - loglik(q_old, idx)`` and the
+        offset is 0; with control variates they are residuals of a proxy whose exact
+        full-data sum is the offset.
+    diff_offset : callable
+        ``diff_offset(q_new, q_old) -> float``: the exactly known part of the full-data
+        log-likelihood ratio (see ``loglik_diff``).
     loglik_full : callable
         ``loglik_full(q) -> ndarray`` of shape ``(N,)``.
     logprior : callable
@@ -33,6 +40,7 @@ class TallTarget(Protocol):
     n_data: int
     loglik: Callable[[np.ndarray, np.ndarray], np.ndarray]
     loglik_diff: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+    diff_offset: Callable[[np.ndarray, np.ndarray], float]
     loglik_full: Callable[[np.ndarray], np.ndarray]
     logprior: Callable[[np.ndarray], float]
 
@@ -55,6 +63,9 @@ class ArrayTarget:
 
     def loglik_diff(self, q_new: np.ndarray, q_old: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return self.loglik(q_new, idx) - self.loglik(q_old, idx)
+
+    def diff_offset(self, q_new: np.ndarray, q_old: np.ndarray) -> float:
+        return 0.0
 
     def loglik_full(self, q: np.ndarray) -> np.ndarray:
         return self.loglik(q, np.arange(self.n_data))

@@ -14,7 +14,40 @@ from pytensor.graph.basic import Variable
 from pytensor.graph.replace import clone_replace
 
 from pymc_minibatch_mh.likelihood.batching import gather_rows, per_datum_sum, probe_indices
-from pymc_minibatch_mh.likelihood.inspection import check_sampled_block, datum_count
+from pymc_minibatch_mh.likelihood.inspection import (
+    check_sampled_block,
+    datum_count,
+    likelihood_value_vars,
+)
+
+
+@dataclass(frozen=True)
+class TallGraphs:
+    """The symbolic graphs behind a :class:`TallData`, for compiling further functions.
+
+    Attributes
+    ----------
+    q : TensorVariable
+        The raveled value vector of the sampled block.
+    idx : TensorVariable
+        Integer row indices.
+    batch : TensorVariable
+        Per-datum log-likelihood of the rows ``idx`` at ``q`` (cost O(len(idx))).
+    prior : TensorVariable
+        Log prior density (with Jacobians) plus potentials at ``q``.
+    likelihood_outside_block : tuple of str
+        Value variables outside the sampled block that the likelihood reads (their
+        current values are held in shared variables).
+    compile_kwargs : dict
+        The keyword arguments the TallData functions were compiled with.
+    """
+
+    q: Variable
+    idx: Variable
+    batch: Variable
+    prior: Variable
+    likelihood_outside_block: tuple[str, ...]
+    compile_kwargs: dict
 
 
 @dataclass
@@ -42,6 +75,14 @@ class TallData:
     _logprior_fn: object = field(repr=False)
     _loglik_weighted_grad_fn: object = field(default=None, repr=False)
     _logprior_grad_fn: object = field(default=None, repr=False)
+    graphs: TallGraphs | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self):
+        # The symbolic graphs are only needed to compile more functions at construction
+        # time; worker processes receive the compiled functions alone.
+        state = dict(self.__dict__)
+        state["graphs"] = None
+        return state
 
     def loglik(self, q: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """Per-datum log-likelihood (summed over observed variables) of rows ``idx``."""
@@ -50,6 +91,10 @@ class TallData:
     def loglik_diff(self, q_new: np.ndarray, q_old: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """``loglik(q_new, idx) - loglik(q_old, idx)`` in one compiled call."""
         return self._loglik_diff_fn(q_new, q_old, idx)
+
+    def diff_offset(self, q_new: np.ndarray, q_old: np.ndarray) -> float:
+        """0: every term of the log-likelihood ratio is in :meth:`loglik_diff`."""
+        return 0.0
 
     def loglik_full(self, q: np.ndarray) -> np.ndarray:
         """Per-datum log-likelihood of all N rows."""
@@ -129,7 +174,8 @@ def build_tall_data(
     check_sampled_block(model, value_vars, initial_point, n_data)
     compile_kwargs = dict(compile_kwargs or {})
 
-    per_datum = per_datum_sum(model.logp(vars=model.observed_RVs, sum=False))
+    loglik_terms = model.logp(vars=model.observed_RVs, sum=False)
+    per_datum = per_datum_sum(loglik_terms)
     idx = pt.vector("idx", dtype="int64")
     batch = gather_rows(per_datum, idx, n_data)
     prior = model.logp(vars=[*model.free_RVs, *model.potentials], sum=True)
@@ -171,6 +217,18 @@ def build_tall_data(
         _logprior_fn=logprior_fn,
         _loglik_weighted_grad_fn=weighted_grad_fn,
         _logprior_grad_fn=prior_grad_fn,
+        graphs=TallGraphs(
+            q=q_var,
+            idx=idx,
+            batch=batch,
+            prior=prior,
+            likelihood_outside_block=tuple(
+                v.name
+                for v in likelihood_value_vars(model, loglik_terms)
+                if v.name not in {w.name for w in value_vars}
+            ),
+            compile_kwargs=compile_kwargs,
+        ),
     )
     _self_check(data, q0)
     return data

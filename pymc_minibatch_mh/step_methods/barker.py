@@ -43,20 +43,45 @@ class MinibatchBarker(MinibatchStep):
     temperature : float, default 1
         ``K``: the likelihood is raised to ``1/K``. The prior is not tempered.
     scaling : float, optional
-        Initial random-walk scale. Default ``2.38 * sqrt(K / (N d))`` without
-        ``proposal_cov`` (the usual posterior scale for tall data), else ``2.38 / sqrt(d)``.
+        Initial proposal scale. Default for ``proposal="rw"``: ``2.38 * sqrt(K / (N d))``
+        without ``proposal_cov`` (the usual posterior scale for tall data), else
+        ``2.38 / sqrt(d)``; ``2.38 / sqrt(d)`` for ``"laplace"``; 1 for ``"independent"``.
+    proposal : {"rw", "laplace", "independent"}, default "rw"
+        ``"rw"``: Gaussian random walk (covariance ``proposal_cov``, or adapted while
+        tuning). ``"laplace"``: random walk whose covariance is the Laplace covariance
+        (inverse negative Hessian of the tempered log posterior) at the reference
+        point. ``"independent"``: independent multivariate Student-t (7 degrees of
+        freedom) draws centred at the reference point with the Laplace covariance; for
+        unimodal, near-Gaussian tall-data posteriors it proposes almost independent
+        draws, for multimodal ones it mixes badly.
     proposal_cov : array, optional
-        Proposal covariance (matrix) or variances (vector) in the unconstrained space.
+        Proposal covariance (matrix) or variances (vector) in the unconstrained space
+        (``proposal="rw"`` only).
+    control_variates : bool, default False
+        Subsample only the residuals of a second-order Taylor expansion of each
+        per-datum log-likelihood around the reference point; the expansion's full-data
+        sum enters exactly (one pass over the data at construction). At temperature 1
+        this shrinks the variance of the log-ratio estimate by orders of magnitude on
+        near-Gaussian posteriors, so batches stay small. Needs every free variable of the
+        likelihood in the step's block.
+    reference_point : dict, optional
+        The expansion point for ``control_variates`` and the Laplace proposals, as a
+        point of the model (value-variable names, e.g. from :func:`pymc.find_MAP`).
+        Default: the MAP found with :func:`pymc.find_MAP` on the full data.
+    recentre : bool, default False
+        With control variates, move the expansion point to the chain's mean over the
+        latest tuning iterations when tuning ends (one more pass over the data per chain).
     target_accept : float, default 0.158
         Acceptance probability targeted while tuning ``scaling``. Barker's rule
         accepts less often than Metropolis'; 0.158 is its optimal rate for
         random-walk proposals in high dimension (Agrawal et al. 2023).
     tune : bool, default True
         Adapt ``scaling`` (Robbins–Monro on its log) during PyMC's tuning phase.
-    adapt_cov : bool, default True
+    adapt_cov : bool, optional
         While tuning, replace the proposal covariance by the sample covariance of
         the chain over doubling windows (100, 200, 400, ... iterations), as Stan
         does for its mass matrix. Needs ``tune`` of a few hundred iterations or more.
+        Default: on for ``proposal="rw"``, off otherwise.
     steps_per_draw : int, default 1
         Inner MH iterations per PyMC draw (amortises PyMC's per-draw overhead).
         Stats are summed (``batch_size``, ``n_lik_evals``), averaged (``accept``),
@@ -65,6 +90,8 @@ class MinibatchBarker(MinibatchStep):
         Correction distribution; default the shipped ``C_1`` (n_grid 4000, V 20, lambda 10).
     data_dim : str, optional
         Name of the model dimension that indexes data points (checked).
+    progressbar : bool, default True
+        Show progress of the one-off precomputations (MAP, full-data Taylor sums).
     model, rng, initial_point, compile_kwargs, blocked
         As for :class:`pymc.Metropolis`.
 
@@ -124,4 +151,4 @@ class MinibatchBarker(MinibatchStep):
 
     def _transition(self, state: ChainState):
         proposal, log_q_ratio = self._propose(state)
-        return barker_kernel(self.rng, state, proposal, log_q_ratio, self.tall_data, self.settings)
+        return barker_kernel(self.rng, state, proposal, log_q_ratio, self.target, self.settings)

@@ -18,9 +18,20 @@ from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pymc.vartypes import continuous_types
 
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation, adapt_scale
-from pymc_minibatch_mh.kernels.proposals import RandomWalkProposal
+from pymc_minibatch_mh.kernels.control_variates import ControlVariateTarget, TaylorProxy
+from pymc_minibatch_mh.kernels.proposals import IndependenceProposal, RandomWalkProposal
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.likelihood import build_tall_data, likelihood_value_vars
+from pymc_minibatch_mh.likelihood.taylor import (
+    check_block_covers_likelihood,
+    compile_chunk_derivatives,
+    compile_prior_hessian,
+    compile_residual_diff,
+    full_data_taylor,
+)
+from pymc_minibatch_mh.step_methods.reference import block_position, find_map, laplace_covariance
+
+PROPOSALS = ("rw", "laplace", "independent")
 
 COMMON_STATS = {
     "accepted": (bool, []),
@@ -43,7 +54,8 @@ _REDUCERS = {
 class MinibatchStepState(StepMethodState):
     adaptation: ScaleAdaptation
     cov_window: CovarianceWindow | None
-    proposal: RandomWalkProposal
+    proposal: RandomWalkProposal | IndependenceProposal
+    reference: TaylorProxy | None
     tune: bool
 
 
@@ -69,12 +81,17 @@ class MinibatchStep(ArrayStepShared):
         *,
         temperature: float = 1.0,
         scaling: float | None = None,
+        proposal: str = "rw",
         proposal_cov: np.ndarray | None = None,
+        control_variates: bool = False,
+        reference_point: dict | None = None,
+        recentre: bool = False,
         target_accept: float | None = None,
         tune: bool = True,
-        adapt_cov: bool = True,
+        adapt_cov: bool | None = None,
         steps_per_draw: int = 1,
         data_dim: str | None = None,
+        progressbar: bool = True,
         model: pm.Model | None = None,
         rng=None,
         initial_point: dict | None = None,
@@ -101,6 +118,17 @@ class MinibatchStep(ArrayStepShared):
             target_accept = self.default_target_accept
         if not 0 < target_accept < 1:
             raise ValueError(f"target_accept must lie in (0, 1); got {target_accept}.")
+        if proposal not in PROPOSALS:
+            raise ValueError(f"proposal must be one of {PROPOSALS}; got {proposal!r}.")
+        if proposal_cov is not None and proposal != "rw":
+            raise ValueError(
+                f"proposal_cov is only used with proposal='rw'; proposal={proposal!r} takes "
+                "its covariance from the Laplace approximation at the reference point."
+            )
+        if recentre and not control_variates:
+            raise ValueError(
+                "recentre=True moves the control variates: it needs control_variates=True."
+            )
 
         shared = make_shared_replacements(initial_point, vars, model)
         self.tall_data = build_tall_data(
@@ -113,15 +141,54 @@ class MinibatchStep(ArrayStepShared):
             gradients=self._needs_gradients,
         )
         ndim = self.tall_data.ndim
-        self._untuned_proposal = RandomWalkProposal.from_covariance(proposal_cov, ndim)
+        self.temperature = float(temperature)
+        self.progressbar = bool(progressbar)
+        self.reference: TaylorProxy | None = None
+        self._taylor_derivatives = None
+        self._residual_diff = None
+        if control_variates or proposal != "rw":
+            self._taylor_derivatives = compile_chunk_derivatives(self.tall_data)
+            if reference_point is None:
+                reference_point = find_map(model, initial_point, progressbar=self.progressbar)
+            self.reference = full_data_taylor(
+                self.tall_data,
+                block_position(reference_point, vars),
+                derivatives=self._taylor_derivatives,
+                progressbar=self.progressbar,
+            )
+        if control_variates:
+            check_block_covers_likelihood(self.tall_data)
+            self._residual_diff = compile_residual_diff(self.tall_data)
+        self._untuned_reference = self.reference
+        self.recentre = bool(recentre)
+        self._recentre_window = CovarianceWindow(ndim, first_window=50) if recentre else None
+
+        self.adapt_scale = proposal != "independent"
+        if proposal == "rw":
+            self._untuned_proposal = RandomWalkProposal.from_covariance(proposal_cov, ndim)
+            default_scaling = self._default_scaling(
+                temperature, self.tall_data.n_data, ndim, proposal_cov
+            )
+        else:
+            prior_hessian = compile_prior_hessian(self.tall_data)(self.reference.reference)
+            cov = laplace_covariance(self.reference, prior_hessian, self.temperature)
+            if proposal == "laplace":
+                self._untuned_proposal = RandomWalkProposal.from_covariance(cov, ndim)
+                default_scaling = 2.38 / math.sqrt(ndim)
+            else:
+                self._untuned_proposal = IndependenceProposal(
+                    centre=self.reference.reference, chol=np.linalg.cholesky(cov)
+                )
+                default_scaling = 1.0
         self.proposal = self._untuned_proposal
-        self.adapt_cov = bool(adapt_cov) and ndim > 1
+        if adapt_cov is None:
+            adapt_cov = proposal == "rw"
+        self.adapt_cov = bool(adapt_cov) and ndim > 1 and proposal != "independent"
         self.cov_window = CovarianceWindow(ndim) if self.adapt_cov else None
         if scaling is None:
-            scaling = self._default_scaling(temperature, self.tall_data.n_data, ndim, proposal_cov)
+            scaling = default_scaling
         if not (math.isfinite(scaling) and scaling > 0):
             raise ValueError(f"scaling must be a positive finite number; got {scaling}.")
-        self.temperature = float(temperature)
         self.target_accept = float(target_accept)
         self.steps_per_draw = int(steps_per_draw)
         self.adapt = bool(tune)
@@ -129,6 +196,19 @@ class MinibatchStep(ArrayStepShared):
         self._untuned_adaptation = ScaleAdaptation(math.log(scaling))
         self.adaptation = self._untuned_adaptation
         super().__init__(vars, shared, blocked=blocked, rng=rng)
+
+    @property
+    def control_variates(self) -> bool:
+        return self._residual_diff is not None
+
+    @property
+    def target(self):
+        """What the kernels read: the model's per-datum likelihood, or with control
+        variates a :class:`~pymc_minibatch_mh.kernels.control_variates.ControlVariateTarget`
+        whose ratio terms are residuals of the Taylor proxy at ``self.reference``."""
+        if self._residual_diff is None:
+            return self.tall_data
+        return ControlVariateTarget(self.tall_data, self.reference, self._residual_diff)
 
     @staticmethod
     def _default_scaling(temperature, n_data, ndim, proposal_cov) -> float:
@@ -140,10 +220,25 @@ class MinibatchStep(ArrayStepShared):
 
     # ---------------------------------------------------------------- PyMC hooks
     def reset_tuning(self) -> None:
-        """Restore the proposal scale and covariance to their values before tuning."""
+        """Restore the proposal, its scale and the control variates to their untuned state."""
         self.adaptation = self._untuned_adaptation
         self.proposal = self._untuned_proposal
+        self.reference = self._untuned_reference
         self.cov_window = CovarianceWindow(self.tall_data.ndim) if self.adapt_cov else None
+        if self.recentre:
+            self._recentre_window = CovarianceWindow(self.tall_data.ndim, first_window=50)
+
+    def stop_tuning(self) -> None:
+        """End of tuning: with ``recentre=True``, move the control variates to the chain's
+        recent mean (one pass over the data); the proxy is fixed from then on."""
+        if self.recentre and self.tune and self._recentre_window.count > 0:
+            self._recentre(self._recentre_window.mean)
+        super().stop_tuning()
+
+    def _recentre(self, position: np.ndarray) -> None:
+        self.reference = full_data_taylor(
+            self.tall_data, position, derivatives=self._taylor_derivatives, progressbar=False
+        )
 
     def set_rng(self, rng) -> None:
         """PyMC 5 per-chain hook: one Generator per chain, fresh per-chain state."""
@@ -189,8 +284,15 @@ class MinibatchStep(ArrayStepShared):
         return RaveledVars(state.position, q0.point_map_info), [stats]
 
     def _adapt(self, position: np.ndarray, accept_prob: float) -> None:
-        """Tuning schedule: Robbins–Monro on log(scaling), windowed covariance estimates."""
-        self.adaptation = adapt_scale(self.adaptation, accept_prob, self.target_accept)
+        """Tuning schedule: Robbins–Monro on log(scaling), windowed covariance estimates,
+        and the running mean used to recentre the control variates."""
+        if self._recentre_window is not None:
+            self._recentre_window = self._recentre_window.add(position)
+            if self._recentre_window.complete:
+                # Doubling windows: at the end of tuning the mean covers the latest half.
+                self._recentre_window = self._recentre_window.next_window()
+        if self.adapt_scale:
+            self.adaptation = adapt_scale(self.adaptation, accept_prob, self.target_accept)
         if self.cov_window is None:
             return
         self.cov_window = self.cov_window.add(position)
