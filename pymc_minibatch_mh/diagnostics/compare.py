@@ -99,10 +99,14 @@ def compare(
     Returns
     -------
     pandas.DataFrame
-        One row per method with ``wall_time_s``, ``ess_bulk_min``, ``ess_per_s``,
+        One row per method with ``setup_s`` (building the step: MAP, full-data sums),
+        ``wall_time_s`` (setup and sampling, compilation included), ``ess_bulk_min``,
+        ``ess_per_s``,
         ``mean_batch_size`` (data points touched per draw; N for NUTS),
         ``lik_evals_per_ess`` (per-datum likelihood evaluations per effective
-        sample; for NUTS, N times the gradient evaluations), ``accept_rate``,
+        sample; for NUTS, N times the gradient evaluations; for full-data step
+        methods without a ``batch_size`` stat, such as :class:`pymc.Metropolis`, N per
+        draw), ``accept_rate``,
         ``max_mean_err_sd`` and ``max_sd_rel_err`` against the reference.
 
     Examples
@@ -126,6 +130,7 @@ def compare(
         start = time.perf_counter()
         with model:
             step = None if factory is None else (factory() if callable(factory) else factory)
+            setup = time.perf_counter() - start
             idata = pm.sample(
                 draws=draws,
                 tune=tune,
@@ -147,14 +152,19 @@ def compare(
             batch = float(n_data)
             evals = n_data * steps_taken * draws * chains
             accept = _sample_stat_mean(idata, "acceptance_rate")
-        else:
+        elif np.isfinite(_sample_stat_mean(idata, "batch_size")):
             batch = _sample_stat_mean(idata, "batch_size")
             evals = _sample_stat_mean(idata, "n_lik_evals") * draws * chains
             accept = _sample_stat_mean(idata, "accept")
+        else:  # a full-data step method such as pm.Metropolis: one likelihood per draw
+            batch = float(n_data)
+            evals = float(n_data) * draws * chains
+            accept = _sample_stat_mean(idata, "accepted")
         mean_err, sd_err = posterior_errors(samples, ref_draws)
         rows.append(
             {
                 "method": label,
+                "setup_s": setup,
                 "wall_time_s": wall,
                 "ess_bulk_min": ess,
                 "ess_per_s": ess / wall,

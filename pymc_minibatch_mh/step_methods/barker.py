@@ -71,6 +71,11 @@ class MinibatchBarker(MinibatchStep):
     recentre : bool, default False
         With control variates, move the expansion point to the chain's mean over the
         latest tuning iterations when tuning ends (one more pass over the data per chain).
+    start_at_reference : bool, default True
+        When there is a reference point (control variates or Laplace proposals) and
+        the chain starts by tuning, replace its initial point by a draw from the
+        Laplace approximation at the reference point, where the control variates are
+        accurate; this shortens burn-in (tuning draws are discarded anyway).
     target_accept : float, default 0.158
         Acceptance probability targeted while tuning ``scaling``. Barker's rule
         accepts less often than Metropolis'; 0.158 is its optimal rate for

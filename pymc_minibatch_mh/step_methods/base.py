@@ -56,6 +56,7 @@ class MinibatchStepState(StepMethodState):
     cov_window: CovarianceWindow | None
     proposal: RandomWalkProposal | IndependenceProposal
     reference: TaylorProxy | None
+    chain_started: bool
     tune: bool
 
 
@@ -86,6 +87,7 @@ class MinibatchStep(ArrayStepShared):
         control_variates: bool = False,
         reference_point: dict | None = None,
         recentre: bool = False,
+        start_at_reference: bool = True,
         target_accept: float | None = None,
         tune: bool = True,
         adapt_cov: bool | None = None,
@@ -164,20 +166,25 @@ class MinibatchStep(ArrayStepShared):
         self._recentre_window = CovarianceWindow(ndim, first_window=50) if recentre else None
 
         self.adapt_scale = proposal != "independent"
+        self._laplace_chol = None
+        if self.reference is not None:
+            prior_hessian = compile_prior_hessian(self.tall_data)(self.reference.reference)
+            cov = laplace_covariance(self.reference, prior_hessian, self.temperature)
+            self._laplace_chol = np.linalg.cholesky(cov)
+        self.start_at_reference = bool(start_at_reference) and self.reference is not None
+        self.chain_started = False
         if proposal == "rw":
             self._untuned_proposal = RandomWalkProposal.from_covariance(proposal_cov, ndim)
             default_scaling = self._default_scaling(
                 temperature, self.tall_data.n_data, ndim, proposal_cov
             )
         else:
-            prior_hessian = compile_prior_hessian(self.tall_data)(self.reference.reference)
-            cov = laplace_covariance(self.reference, prior_hessian, self.temperature)
             if proposal == "laplace":
                 self._untuned_proposal = RandomWalkProposal.from_covariance(cov, ndim)
                 default_scaling = 2.38 / math.sqrt(ndim)
             else:
                 self._untuned_proposal = IndependenceProposal(
-                    centre=self.reference.reference, chol=np.linalg.cholesky(cov)
+                    centre=self.reference.reference, chol=self._laplace_chol
                 )
                 default_scaling = 1.0
         self.proposal = self._untuned_proposal
@@ -224,6 +231,7 @@ class MinibatchStep(ArrayStepShared):
         self.adaptation = self._untuned_adaptation
         self.proposal = self._untuned_proposal
         self.reference = self._untuned_reference
+        self.chain_started = False
         self.cov_window = CovarianceWindow(self.tall_data.ndim) if self.adapt_cov else None
         if self.recentre:
             self._recentre_window = CovarianceWindow(self.tall_data.ndim, first_window=50)
@@ -269,6 +277,13 @@ class MinibatchStep(ArrayStepShared):
 
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict]]:
         position = np.asarray(q0.data, dtype=np.float64)
+        if not self.chain_started:
+            self.chain_started = True
+            if self.start_at_reference and self.tune:
+                # Start of a tuning phase: begin from a draw of the Laplace approximation
+                # (control variates are accurate there; tuning draws are discarded).
+                z = self.rng.standard_normal(position.size)
+                position = self.reference.reference + self._laplace_chol @ z
         state = ChainState(position, self.tall_data.logprior(position))
         infos = []
         for _ in range(self.steps_per_draw):
