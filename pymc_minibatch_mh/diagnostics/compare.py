@@ -33,8 +33,10 @@ def _min_ess_bulk(idata, var_names) -> float:
     posterior = idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
     values = []
     for name in var_names:
-        ess = az.ess(np.asarray(posterior[name]), method="bulk")
-        values.append(float(np.min(np.asarray(ess))))
+        draws = np.asarray(posterior[name])
+        draws = draws.reshape(draws.shape[0], draws.shape[1], -1)
+        for j in range(draws.shape[2]):  # az.ess takes one (chain, draw) array at a time
+            values.append(float(az.ess(draws[:, :, j], method="bulk")))
     return min(values)
 
 
