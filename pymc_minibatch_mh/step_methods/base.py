@@ -257,6 +257,45 @@ class MinibatchStep(ArrayStepShared):
         """PyMC 6 per-chain hook: one Generator per chain, fresh per-chain state."""
         self.set_rng(rng)
 
+    # Extra per-draw stats shown (current value) in PyMC's progress bar: {stat: column title}.
+    progress_columns: dict[str, str] = {}
+
+    def _progressbar_config(self, n_chains: int = 1):
+        """Columns of PyMC's progress bar: running mean batch size and acceptance rate."""
+        from rich.progress import TextColumn
+        from rich.table import Column
+
+        fields = {
+            "mb_batch": ("{task.fields[mb_batch]:0.0f}", "Mean batch"),
+            "mb_accept": ("{task.fields[mb_accept]:0.2f}", "Accept rate"),
+            **{
+                f"mb_{stat}": (f"{{task.fields[mb_{stat}]:0.0f}}", title)
+                for stat, title in self.progress_columns.items()
+            },
+        }
+        columns = [
+            TextColumn(fmt, table_column=Column(title, ratio=1)) for fmt, title in fields.values()
+        ]
+        return columns, {name: [0.0] * n_chains for name in fields}
+
+    def _make_progressbar_update_functions(self):
+        totals = {"draws": 0, "batch": 0.0, "accepted": 0.0}
+        extra = tuple(self.progress_columns)
+
+        def update_stats(step_stats):
+            # Running means over all draws received so far (all chains together).
+            totals["draws"] += 1
+            totals["batch"] += float(step_stats["batch_size"])
+            totals["accepted"] += float(step_stats["accepted"])
+            shown = {
+                "mb_batch": totals["batch"] / totals["draws"],
+                "mb_accept": totals["accepted"] / totals["draws"],
+            }
+            shown.update({f"mb_{stat}": float(step_stats[stat]) for stat in extra})
+            return shown
+
+        return (update_stats,)
+
     @staticmethod
     def competence(var, has_grad):
         if var.dtype in continuous_types:
