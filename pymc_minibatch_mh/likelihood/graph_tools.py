@@ -7,6 +7,8 @@ from collections.abc import Iterable
 import numpy as np
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant, Variable
+from pytensor.scalar.basic import Cast
+from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.type import TensorType
 
 try:  # pytensor >= 2.30 / 3.x
@@ -23,13 +25,23 @@ __all__ = ["ancestors", "data_value", "graph_inputs", "rebuild_graph", "tensor_d
 
 
 def data_value(var: Variable) -> np.ndarray | None:
-    """The numpy value of a tensor constant or tensor shared variable, else None."""
+    """The numpy value of a tensor constant or tensor shared variable, else None.
+
+    A dtype cast of one (PyMC casts integer ``pm.Data`` observations) is looked through.
+    """
     if not isinstance(var.type, TensorType):
         return None
     if isinstance(var, Constant):
         return np.asarray(var.data)
     if isinstance(var, SharedVariable):
         return np.asarray(var.get_value(borrow=True))
+    if (
+        var.owner is not None
+        and isinstance(var.owner.op, Elemwise)
+        and isinstance(var.owner.op.scalar_op, Cast)
+    ):
+        inner = data_value(var.owner.inputs[0])
+        return None if inner is None else inner.astype(var.dtype)
     return None
 
 
@@ -55,6 +67,16 @@ def rebuild_graph(output: Variable, replace: dict[Variable, Variable]) -> Variab
         new_inputs = [memo.get(var, var) for var in node.inputs]
         if all(new is old for new, old in zip(new_inputs, node.inputs, strict=True)):
             continue
-        new_node = node.clone_with_new_inputs(new_inputs, strict=False)
-        memo.update(zip(node.outputs, new_node.outputs, strict=True))
+        if _specialised_to_input_types(node.op):
+            # pytensor 3 SymbolicOps (e.g. Softmax) are built for fixed input types and
+            # their make_node would pin the old static shape; calling the op builds one
+            # for the new types.
+            new_outputs = node.op(*new_inputs, return_list=True)
+        else:
+            new_outputs = node.clone_with_new_inputs(new_inputs, strict=False).outputs
+        memo.update(zip(node.outputs, new_outputs, strict=True))
     return memo.get(output, output)
+
+
+def _specialised_to_input_types(op) -> bool:
+    return any(cls.__name__ == "SymbolicOp" for cls in type(op).__mro__)

@@ -235,7 +235,11 @@ def build_tall_data(
 
 
 def _self_check(data: TallData, q0: np.ndarray) -> None:
-    """Compare the gathered graph with the full graph on fixed rows (also warms up JIT)."""
+    """Compare the gathered graph with the full graph on fixed rows (also warms up JIT).
+
+    The check runs at ``q0`` and at a fixed perturbation of it: at ``q0`` many
+    coefficients are 0 and would hide a graph that reads a statistic of all rows.
+    """
     rows = probe_indices(data.n_data)
     full = data.loglik_full(q0)
     if full.shape != (data.n_data,):
@@ -248,6 +252,18 @@ def _self_check(data: TallData, q0: np.ndarray) -> None:
             "The subsampled log-likelihood does not match the full one on the same rows. "
             "This happens when a non-data input of the likelihood has N entries along its "
             "first axis (so it was mistaken for data). Please report the model."
+        )
+    perturbed = q0 + 0.3 * np.random.default_rng(0).standard_normal(q0.size)
+    full_p, batch_p = data.loglik_full(perturbed)[rows], data.loglik(perturbed, rows)
+    finite = np.isfinite(full_p) & np.isfinite(batch_p)
+    if not np.allclose(batch_p[finite], full_p[finite], rtol=1e-7, atol=1e-9):
+        raise ValueError(
+            "The log-likelihood of a data row depends on other rows: a minibatch gives "
+            "different per-datum values than the full data. This happens when the model "
+            "graph computes a statistic over all data points (e.g. centring with "
+            "x - x.mean(0), or normalising by x.std(0)), which a minibatch would compute "
+            "from the batch alone. Compute such statistics with numpy before building the "
+            "model and pass the transformed data."
         )
     diff = data.loglik_diff(q0, q0, rows)
     if not np.allclose(diff[np.isfinite(batch)], 0.0):

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pymc as pm
-import pytensor
 import pytest
 from pymc.pytensorf import make_shared_replacements
 from scipy import special, stats
@@ -17,7 +16,6 @@ from pymc_minibatch_mh.likelihood.linear_predictor import _self_check, family_lo
 
 N, P, K = 240, 3, 4
 FAST = {"mode": "FAST_COMPILE"}  # reference TallData: compile speed over run speed
-PYTENSOR_3 = int(pytensor.__version__.split(".")[0]) >= 3
 
 
 @pytest.fixture
@@ -199,17 +197,11 @@ def test_several_coefficients_centred_covariates_and_deterministic(data, rng):
     )
 
 
-@pytest.mark.xfail(
-    reason="TallData.loglik gathers the rows before the column mean of the in-graph "
-    "centring, so its minibatch values are wrong (reported to the lead); the recogniser's "
-    "self-check then refuses, as it should",
-    raises=UnsupportedLikelihood,
-    strict=True,
-)
-def test_centred_covariates_match_tall_data(data, rng):
+def test_centred_covariates_are_refused_by_the_likelihood_engine(data):
+    """In-graph centring reads a statistic of all rows, which a minibatch cannot see."""
     x, y = data["x"], data["binary"]
-    found, tall = _recognise(_several_coefficients(x, y))
-    _assert_matches_tall_data(found, tall, rng)
+    with pytest.raises(ValueError, match="depends on other rows"):
+        _recognise(_several_coefficients(x, y))
 
 
 AFFINE_FORMS = {
@@ -287,12 +279,6 @@ def test_categorical_logit_closed_form(data, rng, intercept):
     np.testing.assert_allclose(found.loglik(q, idx), expected[idx], rtol=1e-10)
 
 
-@pytest.mark.xfail(
-    PYTENSOR_3,
-    reason="build_tall_data gathers Categorical(X @ W) through a SpecifyShape pinned to N "
-    "rows on pytensor 3 (reported to the lead)",
-    strict=True,
-)
 def test_categorical_logit_matches_tall_data(data, rng):
     x, y = data["x"], data["classes"]
     found, tall = _recognise(_softmax_regression(x, y, intercept=True))

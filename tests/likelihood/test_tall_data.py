@@ -242,3 +242,27 @@ def test_gradients_must_be_requested(regression_data):
     assert not data.has_gradients
     with pytest.raises(RuntimeError, match="gradients=True"):
         data.logprior_grad(np.zeros(data.ndim))
+
+
+def test_integer_pm_data_observations_are_read_through_the_cast(rng):
+    x = rng.normal(size=N)
+    y = (rng.random(N) < 0.5).astype("int64")
+    with pm.Model() as model:
+        y_data = pm.Data("y_data", y)
+        b = pm.Normal("b", 0, 1)
+        pm.Bernoulli("y", logit_p=b * x, observed=y_data)
+    data = _build(model)
+    idx = np.array([0, 5, 7])
+    expected = stats.bernoulli.logpmf(y[idx], 1 / (1 + np.exp(-0.5 * x[idx])))
+    np.testing.assert_allclose(data.loglik(np.array([0.5]), idx), expected, rtol=1e-10)
+
+
+def test_statistics_over_all_rows_in_the_graph_are_refused(regression_data):
+    x, y = regression_data
+    with pm.Model() as model:
+        b = pm.Normal("b", 0, 1, shape=2)
+        x_data = pm.Data("x_data", x)  # shared data: the mean is not constant-folded
+        centred = x_data - x_data.mean(axis=0)
+        pm.Normal("y", centred @ b, 1.0, observed=y)
+    with pytest.raises(ValueError, match="depends on other rows"):
+        _build(model)
