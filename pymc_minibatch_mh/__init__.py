@@ -11,6 +11,9 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Austere": "pymc_minibatch_mh.step_methods",
     "MinibatchBarker": "pymc_minibatch_mh.step_methods",
+    "TunaMH": "pymc_minibatch_mh.step_methods",
+    "LipschitzBound": "pymc_minibatch_mh.bounds.lipschitz",
+    "chi_from_kappa": "pymc_minibatch_mh.bounds.lipschitz",
     "design_austere_test": "pymc_minibatch_mh.kernels.austere_design",
     "compare": "pymc_minibatch_mh.diagnostics",
 }

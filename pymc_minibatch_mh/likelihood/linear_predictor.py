@@ -70,8 +70,9 @@ _SUPPORTED = (
     "Categorical(logit_p=X @ W + b)."
 )
 _BOUNDS_HINT = (
-    "TunaMH and FlyMC also accept explicit bounds for other likelihoods (see the `bounds=` "
-    "argument of the step); MinibatchBarker and Austere need no bounds at all."
+    "TunaMH and FlyMC also accept explicit bounds for other likelihoods (see the `bound=` "
+    "argument of the step, and TunaMH's `c=` / `metric=`); MinibatchBarker and Austere need "
+    "no bounds at all."
 )
 
 # Graphs are evaluated a handful of times only: the Python linker compiles in

@@ -47,6 +47,9 @@ _REDUCERS = {
     "accept": lambda xs: float(np.mean(xs)),
     "batch_size": sum,
     "n_lik_evals": sum,
+    "poisson_draws": sum,
+    "n_kept": sum,
+    "chi": lambda xs: xs[-1],
 }
 
 

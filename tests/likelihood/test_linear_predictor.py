@@ -335,7 +335,7 @@ def test_refuses_probit_link(data):
         beta = pm.Normal("beta", 0, 1, shape=P)
         pm.Bernoulli("y", p=pm.math.invprobit(x @ beta), observed=y)
     message = _refuses(model, "Bernoulli with p = .* not a logistic link")
-    assert "logit_p=" in message and "`bounds=` argument of the step" in message
+    assert "logit_p=" in message and "`bound=` argument of the step" in message
 
 
 def test_refuses_poisson_without_log_link(data):

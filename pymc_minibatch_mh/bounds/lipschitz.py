@@ -1,0 +1,329 @@
+"""Per-datum Lipschitz constants and a metric for TunaMH (pure numpy).
+
+TunaMH needs constants ``c_i >= 0`` and a symmetric function ``M(q, q') >= 0``,
+cheap to evaluate, such that for every datum and every pair of states the
+chain can visit
+
+    |log p(y_i | q) - log p(y_i | q')| <= c_i * M(q, q').
+
+The constants here bound the **untempered** per-datum log-likelihood; at
+temperature ``K`` the kernel uses ``c_i / K`` for the energies
+``U_i = -log p(y_i | q) / K`` (so ``C = sum(c) / K``).
+
+For a likelihood that depends on ``q`` only through a linear predictor
+``eta_i = x_i . q + o_i`` with ``|d/d eta log p(y_i | eta)| <= s_i``, the mean
+value theorem and Cauchy–Schwarz give, for any invertible ``L``,
+
+    |Delta log p_i| <= s_i |x_i . (q - q')| = s_i |(L^T x_i) . L^{-1}(q - q')|
+                    <= s_i ||L^T x_i|| * ||L^{-1}(q - q')||,
+
+so ``c_i = s_i ||L^T x_i||`` with ``M = ||L^{-1}(q - q')||`` (``L = I``: the
+Euclidean recipe ``c_i = s_i ||x_i||``, ``M = ||q - q'||``). The slopes are
+
+* Bernoulli, logit link: ``s_i = 1`` (``|sigmoid(eta) - y| < 1``);
+* Student-t with fixed ``nu`` and ``sigma``: ``s_i = (nu + 1) / (2 sqrt(nu) sigma)``
+  (the largest slope of ``(nu + 1)/2 log(1 + r^2 / (nu sigma^2))``, at ``r = sqrt(nu) sigma``);
+* Categorical, softmax link: the gradient of the log-likelihood in the logits
+  is ``e_y - p`` with norm at most ``sqrt(2)``, and ``||Delta logits_i|| <=
+  ||x_i|| ||A L|| M`` for the coefficient map ``A``, so ``c_i = sqrt(2) ||x_i|| ||A L||_2``;
+* Poisson, log link, and Normal with fixed ``sigma``: not globally Lipschitz.
+  On a bounded box ``lo <= q <= hi`` (the support of the prior, so that moves
+  outside are rejected before any datum is read) ``eta_i`` stays in
+  ``[eta_min_i, eta_max_i]`` and ``s_i`` is the largest slope there:
+  ``max(|exp(eta) - y_i|)`` and ``max(|eta - y_i|) / sigma_i^2`` over the two ends.
+
+References
+----------
+.. [1] Zhang, R., Cooper, A. F., De Sa, C. "Asymptotically Optimal Exact
+   Minibatch Metropolis-Hastings", NeurIPS 2020 (Assumption 1, Eq. 2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+from scipy import linalg
+
+if TYPE_CHECKING:  # pragma: no cover - typing only (that module imports PyMC)
+    from pymc_minibatch_mh.likelihood.linear_predictor import LinearPredictorLikelihood
+
+# Rows per chunk when forming ||L^T x_i|| (bounds the temporary N x D product).
+_CHUNK_ROWS = 65_536
+BOX_FAMILIES = ("poisson_log", "normal")
+GLOBAL_FAMILIES = ("bernoulli_logit", "student_t", "categorical_logit")
+
+
+class UnsupportedBound(ValueError):
+    """No sound Lipschitz bound can be built for this likelihood (the message says why)."""
+
+
+# ---------------------------------------------------------------------------- metrics
+
+
+@dataclass(frozen=True)
+class EuclideanMetric:
+    """``M(q, q') = ||q - q'||_2``."""
+
+    def __call__(self, q: np.ndarray, q_new: np.ndarray) -> float:
+        diff = np.asarray(q_new, dtype=np.float64) - np.asarray(q, dtype=np.float64)
+        return float(math.sqrt(diff @ diff))
+
+
+@dataclass(frozen=True, eq=False)
+class WhitenedMetric:
+    """``M(q, q') = ||L^{-1}(q - q')||_2`` for a fixed lower-triangular ``L``.
+
+    With ``L`` the Cholesky factor of the proposal covariance, a random-walk move
+    ``q' = q + s L z`` has ``M = s ||z||`` exactly. Cost O(D^2) (``L^{-1}`` is formed once).
+    """
+
+    chol: np.ndarray
+    _inverse: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        chol = np.array(self.chol, dtype=np.float64)
+        if chol.ndim != 2 or chol.shape[0] != chol.shape[1]:
+            raise ValueError(f"chol must be a square matrix; got shape {chol.shape}.")
+        if not np.allclose(chol, np.tril(chol)):
+            raise ValueError("chol must be lower triangular.")
+        if not np.all(np.isfinite(chol)) or np.any(np.diag(chol) <= 0):
+            raise ValueError("chol must be finite with a positive diagonal.")
+        inverse = linalg.solve_triangular(chol, np.eye(chol.shape[0]), lower=True)
+        chol.setflags(write=False)
+        inverse.setflags(write=False)
+        object.__setattr__(self, "chol", chol)
+        object.__setattr__(self, "_inverse", inverse)
+
+    def __call__(self, q: np.ndarray, q_new: np.ndarray) -> float:
+        diff = np.asarray(q_new, dtype=np.float64) - np.asarray(q, dtype=np.float64)
+        white = self._inverse @ diff
+        return float(math.sqrt(white @ white))
+
+
+# ---------------------------------------------------------------------------- the bound
+
+
+@dataclass(frozen=True, eq=False)
+class LipschitzBound:
+    """Constants ``c_i`` and metric ``M`` with ``|l_i(q) - l_i(q')| <= c_i M(q, q')``.
+
+    ``l_i`` is the untempered per-datum log-likelihood; see the module docstring.
+
+    Parameters
+    ----------
+    c : array_like, shape (N,)
+        Non-negative finite per-datum constants.
+    metric : callable
+        ``metric(q, q_new) -> float``, symmetric and non-negative, O(D) or O(D^2)
+        to evaluate. It must be picklable for multiprocess sampling (a module-level
+        function or a callable object; ``cloudpickle`` also handles lambdas).
+    description : str
+        Where the bound came from (shown in error messages).
+    box : tuple of ndarray, optional
+        ``(lo, hi)`` in ``q`` space when the bound only holds on that box (its validity
+        then relies on the prior being zero outside it).
+
+    Attributes
+    ----------
+    C : float
+        ``sum(c)``.
+    """
+
+    c: np.ndarray
+    metric: Callable[[np.ndarray, np.ndarray], float]
+    description: str = "user-supplied constants"
+    box: tuple[np.ndarray, np.ndarray] | None = None
+    C: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        c = np.array(self.c, dtype=np.float64)
+        if c.ndim != 1 or c.size == 0:
+            raise ValueError(
+                f"c must be a 1-D array with one constant per data point; got shape {c.shape}."
+            )
+        bad = ~np.isfinite(c) | (c < 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"c must be finite and non-negative; c[{i}] = {c[i]!r} "
+                f"({int(bad.sum())} bad entries)."
+            )
+        if not callable(self.metric):
+            raise TypeError(f"metric must be callable as metric(q, q_new); got {self.metric!r}.")
+        c.setflags(write=False)
+        object.__setattr__(self, "c", c)
+        object.__setattr__(self, "C", float(math.fsum(c)))
+
+    @property
+    def n_data(self) -> int:
+        return int(self.c.size)
+
+    @classmethod
+    def euclidean(cls, c: np.ndarray, description: str = "user-supplied constants"):
+        """Bound with ``M(q, q') = ||q - q'||_2``."""
+        return cls(c, EuclideanMetric(), description)
+
+    @classmethod
+    def from_linear_predictor(
+        cls,
+        lp: LinearPredictorLikelihood,
+        *,
+        chol: np.ndarray | None = None,
+        box: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> LipschitzBound:
+        """Bound for a recognised linear-predictor likelihood.
+
+        Parameters
+        ----------
+        lp : LinearPredictorLikelihood
+            From :func:`pymc_minibatch_mh.likelihood.linear_predictor.recognise_linear_predictor`
+            (only its numeric attributes are read).
+        chol : ndarray, optional
+            Lower-triangular ``L`` of a :class:`WhitenedMetric`; ``None`` for Euclidean.
+            Must stay fixed while the bound is used by a chain that has to be exact.
+        box : (lo, hi), optional
+            Bounded support of the prior in ``q`` space. Required for ``poisson_log``
+            and ``normal``; ignored by the other families (their bound is global).
+
+        Raises
+        ------
+        UnsupportedBound
+            ``poisson_log`` or ``normal`` without a finite box, or a box so wide that
+            the constants overflow.
+        """
+        family = lp.family
+        if family in GLOBAL_FAMILIES:
+            box = None
+        elif family in BOX_FAMILIES:
+            if box is None:
+                raise UnsupportedBound(
+                    f"A {family} likelihood is not Lipschitz in the parameters on an unbounded "
+                    "space, so no TunaMH bound exists without a bounded prior support. Give "
+                    "every variable of the block a bounded prior without a transform (e.g. "
+                    "pm.Uniform(..., default_transform=None)), or pass your own `c=` and "
+                    "`metric=` valid on the region the chain can reach."
+                )
+            box = _check_box(box, lp.design.shape[1])
+        else:
+            raise UnsupportedBound(f"No Lipschitz bound is implemented for family {family!r}.")
+
+        if family == "categorical_logit":
+            coef = np.asarray(lp.coef_map, dtype=np.float64)
+            if chol is not None:
+                coef = coef @ np.asarray(chol, dtype=np.float64)
+            op_norm = float(np.linalg.norm(coef, 2)) if coef.size else 0.0
+            c = math.sqrt(2.0) * op_norm * _row_norms(lp.design, None)
+        else:
+            c = _slopes(lp, box) * _row_norms(lp.design, chol)
+        if not np.all(np.isfinite(c)):
+            raise UnsupportedBound(
+                f"The {family} Lipschitz constants overflow on the prior box {box}: narrow the "
+                "prior support, or pass your own `c=` and `metric=`."
+            )
+        metric = EuclideanMetric() if chol is None else WhitenedMetric(chol)
+        where = "Euclidean" if chol is None else "whitened"
+        return cls(c, metric, f"{family} linear predictor, {where} metric", box)
+
+
+def chi_from_kappa(kappa: float) -> float:
+    """TunaMH's ``chi`` that guarantees a spectral-gap ratio of at least ``kappa``.
+
+    ``chi = 4 / ((1 - kappa) log(1 / kappa))`` (Eq. 2 of Zhang et al.): with it, the
+    spectral gap of TunaMH is at least ``kappa`` times that of standard MH with the
+    same proposal, at expected cost ``chi C^2 M^2 + C M`` per step. The guarantee is a
+    worst case; in practice much smaller ``chi`` mixes almost as well (see
+    :class:`~pymc_minibatch_mh.step_methods.tuna.TunaMH`).
+
+    Parameters
+    ----------
+    kappa : float
+        In (0, 1).
+
+    Examples
+    --------
+    >>> round(chi_from_kappa(0.5), 2)
+    11.54
+    """
+    kappa = float(kappa)
+    if not 0.0 < kappa < 1.0:
+        raise ValueError(f"kappa must lie in (0, 1); got {kappa}.")
+    return 4.0 / ((1.0 - kappa) * math.log(1.0 / kappa))
+
+
+def expected_batch_size(chi: float, total: float, metric_value: float) -> float:
+    """``E[B] = chi C^2 M^2 + C M`` for energy constants summing to ``C``."""
+    cm = total * metric_value
+    return chi * cm * cm + cm
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _row_norms(design: np.ndarray, chol: np.ndarray | None) -> np.ndarray:
+    """``||L^T x_i||_2`` (``||x_i||_2`` without ``L``) for every row, in chunks."""
+    design = np.asarray(design, dtype=np.float64)
+    if chol is None:
+        return np.sqrt(np.einsum("ij,ij->i", design, design))
+    chol = np.asarray(chol, dtype=np.float64)
+    if chol.shape != (design.shape[1], design.shape[1]):
+        raise ValueError(
+            f"chol has shape {chol.shape}, expected ({design.shape[1]}, {design.shape[1]})."
+        )
+    out = np.empty(design.shape[0])
+    for start in range(0, design.shape[0], _CHUNK_ROWS):
+        block = design[start : start + _CHUNK_ROWS] @ chol
+        out[start : start + _CHUNK_ROWS] = np.sqrt(np.einsum("ij,ij->i", block, block))
+    return out
+
+
+def _check_box(box, ndim: int) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = (np.asarray(b, dtype=np.float64).ravel() for b in box)
+    if lo.shape != (ndim,) or hi.shape != (ndim,):
+        raise ValueError(f"box bounds must have shape ({ndim},); got {lo.shape} and {hi.shape}.")
+    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(lo <= hi)):
+        raise UnsupportedBound(
+            f"The prior box must be finite with lo <= hi in every coordinate; got lo={lo}, "
+            f"hi={hi}. Unbounded coordinates give no Lipschitz constant for this likelihood."
+        )
+    return lo, hi
+
+
+def _eta_range(lp, box) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest and largest linear predictor of every row over the box."""
+    lo, hi = box
+    design = np.asarray(lp.design, dtype=np.float64)
+    offset = np.asarray(lp.offset, dtype=np.float64)
+    eta_min = np.empty(design.shape[0])
+    eta_max = np.empty(design.shape[0])
+    for start in range(0, design.shape[0], _CHUNK_ROWS):
+        rows = slice(start, start + _CHUNK_ROWS)
+        pos = np.maximum(design[rows], 0.0)
+        neg = np.minimum(design[rows], 0.0)
+        eta_max[rows] = offset[rows] + pos @ hi + neg @ lo
+        eta_min[rows] = offset[rows] + pos @ lo + neg @ hi
+    return eta_min, eta_max
+
+
+def _slopes(lp, box) -> np.ndarray:
+    """``s_i >= |d/d eta log p(y_i | eta)|`` (over the box's eta range where needed)."""
+    n = lp.design.shape[0]
+    family = lp.family
+    if family == "bernoulli_logit":
+        return np.ones(n)
+    if family == "student_t":
+        nu = np.asarray(lp.params["nu"], dtype=np.float64)
+        sigma = np.asarray(lp.params["sigma"], dtype=np.float64)
+        return np.broadcast_to((nu + 1.0) / (2.0 * np.sqrt(nu) * sigma), (n,)).copy()
+    y = np.asarray(lp.observed, dtype=np.float64)
+    eta_min, eta_max = _eta_range(lp, box)
+    if family == "poisson_log":
+        # d/d eta (y eta - exp(eta)) = y - exp(eta): monotone, extreme at the ends.
+        with np.errstate(over="ignore"):
+            return np.maximum(np.abs(np.exp(eta_max) - y), np.abs(np.exp(eta_min) - y))
+    # normal: d/d eta of -(y - eta)^2 / (2 sigma^2) is (y - eta) / sigma^2.
+    sigma = np.asarray(lp.params["sigma"], dtype=np.float64)
+    return np.maximum(np.abs(eta_max - y), np.abs(eta_min - y)) / sigma**2

@@ -1,0 +1,67 @@
+"""Walker alias table: exact masses, valid cells, sampling frequencies."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from pymc_minibatch_mh.kernels.alias import AliasTable
+
+
+def _weights():
+    rng = np.random.default_rng(0)
+    n = 999
+    return {
+        "uniform": rng.random(10),
+        "exponential": rng.exponential(size=1000),
+        "pareto": rng.pareto(1.1, size=20_000),
+        # One light item and many barely heavy ones: a chain of heavy-to-light hand-overs.
+        "chain": np.r_[0.5, np.full(n, 1 + 0.5 / n)],
+        "one_giant": np.r_[1e6, np.ones(100)],
+        "one_tiny": np.r_[1.0, np.full(9_999, 1e-9)],
+        "zeros": np.r_[np.zeros(5), 2.0, 0.0, 1.0],
+        "equal": np.ones(7),
+        "single": np.array([3.0]),
+    }
+
+
+@pytest.mark.parametrize("name", list(_weights()))
+def test_table_reproduces_the_weights_exactly(name):
+    w = _weights()[name]
+    table = AliasTable.from_weights(w)
+    assert table.size == w.size
+    assert np.all((table.prob >= 0) & (table.prob <= 1))
+    assert np.all((table.alias >= 0) & (table.alias < w.size))
+    np.testing.assert_allclose(table.masses(), w / w.sum(), rtol=1e-9, atol=1e-15)
+
+
+def test_zero_weights_are_never_drawn(rng):
+    w = np.r_[np.zeros(5), 2.0, 0.0, 1.0]
+    draws = AliasTable.from_weights(w).sample(rng, 100_000)
+    assert set(np.unique(draws)) == {5, 7}
+
+
+def test_sampling_frequencies_match(rng):
+    w = rng.exponential(size=50)
+    draws = AliasTable.from_weights(w).sample(rng, 400_000)
+    observed = np.bincount(draws, minlength=w.size)
+    expected = draws.size * w / w.sum()
+    p_value = stats.chisquare(observed, expected).pvalue
+    assert p_value > 1e-4
+
+
+def test_sampling_is_reproducible_and_vectorised():
+    table = AliasTable.from_weights(np.arange(1.0, 11.0))
+    a = table.sample(np.random.default_rng(3), 1000)
+    b = table.sample(np.random.default_rng(3), 1000)
+    np.testing.assert_array_equal(a, b)
+    assert a.shape == (1000,) and a.dtype == np.int64
+    assert table.sample(np.random.default_rng(3), 0).shape == (0,)
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [np.array([]), np.ones((2, 2)), np.array([1.0, -1.0]), np.array([np.nan, 1.0]), np.zeros(3)],
+)
+def test_bad_weights_are_refused(weights):
+    with pytest.raises(ValueError, match="weights"):
+        AliasTable.from_weights(weights)

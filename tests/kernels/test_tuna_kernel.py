@@ -1,0 +1,333 @@
+"""The TunaMH kernel alone (no PyMC): batch law, thinning, fallback, exactness."""
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.special import log_expit
+
+from pymc_minibatch_mh.bounds.lipschitz import LipschitzBound
+from pymc_minibatch_mh.kernels import tuna
+from pymc_minibatch_mh.kernels.alias import AliasTable
+from pymc_minibatch_mh.kernels.target import ArrayTarget, ChainState
+from pymc_minibatch_mh.kernels.tuna import (
+    BoundViolation,
+    ChiAdaptation,
+    TunaSettings,
+    poisson_log_ratio,
+    tuna_kernel,
+)
+
+
+# ------------------------------------------------------------------ a small logistic target
+def _logistic(n=60, seed=7):
+    """1-D logistic regression without intercept, N(0, 1) prior (not Lipschitz)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    y = rng.random(n) < 1 / (1 + np.exp(-x))
+    s = np.where(y, 1.0, -1.0) * x
+
+    def loglik(q, idx):
+        return log_expit(s[idx] * q[0])
+
+    def logprior(q):
+        return -0.5 * float(q[0]) ** 2
+
+    target = ArrayTarget(n, loglik, logprior)
+    bound = LipschitzBound.euclidean(np.abs(x))  # |d/d eta log sigmoid| <= 1
+    return target, bound, AliasTable.from_weights(bound.c)
+
+
+def _flip_keep_sign(monkeypatch):
+    """Negative control: keep points whose energy *falls* more often (wrong sign)."""
+    original = tuna._keep_probability
+
+    def flipped(d, c, m, chi, total):
+        return original(-d, c, m, chi, total)
+
+    monkeypatch.setattr(tuna, "_keep_probability", flipped)
+
+
+def _batch_means_z(indicators: np.ndarray, expected: np.ndarray, n_batches: int = 50):
+    """z-scores of long-run frequencies, with batch-means standard errors."""
+    freq = indicators.mean(axis=0)
+    per_batch = np.array([b.mean(axis=0) for b in np.array_split(indicators, n_batches)])
+    se = per_batch.std(axis=0, ddof=1) / math.sqrt(n_batches)
+    return (freq - expected) / se
+
+
+# ------------------------------------------------------------------ unit checks
+def test_expected_batch_size_is_chi_c2m2_plus_cm(rng):
+    target, bound, alias = _logistic()
+    q, q_new = np.array([0.3]), np.array([0.45])
+    for chi, temperature in [(0.05, 1.0), (2.0, 1.0), (0.05, 4.0)]:
+        settings = TunaSettings(chi=chi, temperature=temperature)
+        cm = bound.C / temperature * 0.15
+        rate = chi * cm**2 + cm
+        draws = [
+            poisson_log_ratio(rng, q, q_new, target, bound, settings, alias, 0.15)[1]
+            for _ in range(20_000)
+        ]
+        assert abs(np.mean(draws) - rate) < 4 * math.sqrt(rate / len(draws))
+
+
+def test_kept_count_has_the_thinned_poisson_mean(rng):
+    """E|I| = sum_i lambda_i^+ = chi C^2 M^2 + (C M + sum_i d_i) / 2: fixes the sign."""
+    target, bound, alias = _logistic()
+    q, q_new = np.array([0.2]), np.array([0.5])
+    m = 0.3
+    settings = TunaSettings(chi=0.01)
+    d_all = -target.loglik_full(q_new) + target.loglik_full(q)
+    expected = settings.chi * (bound.C * m) ** 2 + 0.5 * (bound.C * m + d_all.sum())
+    kept = [
+        poisson_log_ratio(rng, q, q_new, target, bound, settings, alias, m)[2]
+        for _ in range(20_000)
+    ]
+    assert abs(np.mean(kept) - expected) < 4 * math.sqrt(expected / len(kept))
+
+
+def test_ratio_estimate_is_unbiased(rng):
+    """E[exp(log r_data)] = exp(-sum_i d_i), the exact likelihood ratio (Poisson view)."""
+    target, bound, alias = _logistic()
+    q, q_new = np.array([0.2]), np.array([0.3])
+    settings = TunaSettings(chi=0.5)
+    exact = math.exp(float(np.sum(target.loglik_full(q_new) - target.loglik_full(q))))
+    r = np.array(
+        [
+            math.exp(poisson_log_ratio(rng, q, q_new, target, bound, settings, alias, 0.1)[0])
+            for _ in range(40_000)
+        ]
+    )
+    assert abs(r.mean() - exact) < 4 * r.std() / math.sqrt(r.size)
+
+
+def test_keep_probability_and_artanh_argument_ranges(rng):
+    c = rng.uniform(1e-3, 10, size=20_000)
+    m = rng.uniform(1e-6, 5, size=c.size)
+    total = c + rng.uniform(0, 1e4, size=c.size)
+    chi = 10.0 ** rng.uniform(-8, 3, size=c.size)
+    u = rng.uniform(-1, 1, size=c.size)
+    u[:10], u[10:20] = -1.0, 1.0  # the extremes |d| = c M
+    d = u * c * m
+    keep = tuna._keep_probability(d, c, m, chi, total)
+    x = tuna._artanh_argument(d, c, m, chi, total)
+    assert np.all((keep >= 0) & (keep <= 1))
+    assert np.all(np.abs(x) < 1)
+    assert np.all(np.isfinite(np.arctanh(x)))
+    # Points whose energy rises (d > 0) are kept more often.
+    assert np.all(np.diff(tuna._keep_probability(np.array([-1.0, 0.0, 1.0]), 1, 1, 0.1, 5)) > 0)
+
+
+def test_full_data_fallback_when_expected_batch_exceeds_n(rng):
+    target, bound, alias = _logistic(n=60)
+    q, q_new = np.array([0.1]), np.array([0.9])
+    settings = TunaSettings(chi=10.0)  # E[B] = 10 (C M)^2 + C M >> 60
+    state = ChainState(q, target.logprior(q))
+    log_r = float(np.sum(target.loglik_full(q_new) - target.loglik_full(q)))
+    log_r += target.logprior(q_new) - target.logprior(q)
+    decisions = []
+    for _ in range(4000):
+        _, info = tuna_kernel(rng, state, q_new, 0.0, target, bound, settings, alias)
+        assert (info.batch_size, info.n_lik_evals, info.poisson_draws, info.n_kept) == (
+            60,
+            120,
+            0,
+            0,
+        )
+        assert info.accept == pytest.approx(min(1.0, math.exp(log_r)))
+        decisions.append(info.accepted)
+    p = min(1.0, math.exp(log_r))
+    assert abs(np.mean(decisions) - p) < 4 * math.sqrt(p * (1 - p) / 4000) + 1e-9
+
+
+def test_prior_rejection_reads_no_data(rng):
+    target, bound, alias = _logistic()
+    walled = ArrayTarget(target.n_data, target.loglik, lambda q: 0.0 if q[0] < 1 else -np.inf)
+    state = ChainState(np.array([0.5]), 0.0)
+    new, info = tuna_kernel(
+        rng, state, np.array([1.5]), 0.0, walled, bound, TunaSettings(0.1), alias
+    )
+    assert new is state and not info.accepted
+    assert (info.batch_size, info.n_lik_evals, info.poisson_draws) == (0, 0, 0)
+
+
+def test_stats_are_consistent(rng):
+    target, bound, alias = _logistic()
+    state = ChainState(np.array([0.4]), target.logprior(np.array([0.4])))
+    for _ in range(500):
+        prop = state.position + 0.2 * rng.standard_normal(1)
+        state, info = tuna_kernel(rng, state, prop, 0.0, target, bound, TunaSettings(0.1), alias)
+        if info.poisson_draws == 0 and info.batch_size == target.n_data:
+            continue  # a full-data fallback step (big proposal)
+        assert info.batch_size == info.poisson_draws
+        assert info.n_lik_evals == 2 * info.poisson_draws
+        assert 0 <= info.n_kept <= info.poisson_draws
+        assert 0.0 <= info.accept <= 1.0 and info.chi == 0.1
+
+
+def test_exactly_known_offset_enters_the_ratio(rng):
+    class WithOffset(ArrayTarget):
+        def diff_offset(self, q_new, q_old):
+            return float(q_new[0] - q_old[0])  # "likelihood" exp(q), no per-datum terms
+
+    target = WithOffset(5, lambda q, idx: np.zeros(len(idx)), lambda q: 0.0)
+    bound = LipschitzBound.euclidean(np.full(5, 1e-3))
+    alias = AliasTable.from_weights(bound.c)
+    state = ChainState(np.array([0.0]), 0.0)
+    _, info = tuna_kernel(rng, state, np.array([-0.5]), 0.0, target, bound, TunaSettings(1), alias)
+    assert info.accept == pytest.approx(math.exp(-0.5))
+
+
+def test_temperature_divides_the_energies(rng):
+    """At temperature 2 the rate uses C/2 and the ratio estimates exp(-sum d / 2)."""
+    target, bound, alias = _logistic()
+    q, q_new = np.array([0.2]), np.array([0.35])
+    settings = TunaSettings(chi=0.5, temperature=2.0)
+    exact = math.exp(0.5 * float(np.sum(target.loglik_full(q_new) - target.loglik_full(q))))
+    out = [
+        poisson_log_ratio(rng, q, q_new, target, bound, settings, alias, 0.15)
+        for _ in range(40_000)
+    ]
+    r = np.exp([o[0] for o in out])
+    assert abs(r.mean() - exact) < 4 * r.std() / math.sqrt(r.size)
+    rate = 0.5 * (bound.C / 2 * 0.15) ** 2 + bound.C / 2 * 0.15
+    assert abs(np.mean([o[1] for o in out]) - rate) < 4 * math.sqrt(rate / len(out))
+
+
+def test_violated_bound_raises_and_names_the_datum(rng):
+    target, bound, _ = _logistic()
+    too_small = LipschitzBound.euclidean(0.1 * bound.c, description="a test bound")
+    alias = AliasTable.from_weights(too_small.c)
+    state = ChainState(np.array([0.0]), 0.0)
+    with pytest.raises(BoundViolation, match=r"datum \d+.*c_i \* M.*a test bound.*`c=`"):
+        for _ in range(100):
+            prop = np.array([3.0])
+            tuna_kernel(rng, state, prop, 0.0, target, too_small, TunaSettings(1e-3), alias)
+
+
+def test_nan_loglik_is_a_violation(rng):
+    target = ArrayTarget(1000, lambda q, idx: np.full(len(idx), np.nan), lambda q: 0.0)
+    bound = LipschitzBound.euclidean(np.ones(1000))
+    state = ChainState(np.array([0.0]), 0.0)
+    with pytest.raises(BoundViolation):
+        tuna_kernel(
+            rng,
+            state,
+            np.array([0.05]),
+            0.0,
+            target,
+            bound,
+            TunaSettings(1e-3),
+            AliasTable.from_weights(bound.c),
+        )
+
+
+@pytest.mark.parametrize(("chi", "temperature"), [(0.0, 1.0), (-1.0, 1.0), (1.0, 0.0)])
+def test_bad_settings(chi, temperature):
+    with pytest.raises(ValueError, match="chi|temperature"):
+        TunaSettings(chi=chi, temperature=temperature)
+
+
+def test_chi_adaptation_uses_a_quantile_of_recent_c2m2():
+    adapt = ChiAdaptation(window=4, quantile=0.75, target=1.0)
+    assert adapt.chi is None
+    for v in [100.0, 1.0, 4.0, 16.0]:
+        adapt = adapt.add(v)
+    assert adapt.chi == pytest.approx(1 / 16.0)  # 3rd smallest of {100, 1, 4, 16}
+    adapt = adapt.add(1.0)  # overwrites 100 in the ring buffer
+    assert adapt.chi == pytest.approx(1 / 4.0)
+    assert ChiAdaptation().add(0.0).chi is None
+    assert ChiAdaptation(target=2.0).add(4.0).chi == pytest.approx(0.5)
+
+
+# ------------------------------------------------------------------ exactness
+def _run_six_states(rng, n_iter):
+    """Random walk on {0..5}; 40 data with known Lipschitz constants a_i * omega."""
+    n, omega = 40, 0.8
+    a = rng.uniform(0.05, 0.3, n)
+    phi = rng.uniform(0, 2 * np.pi, n)
+
+    def loglik(q, idx):
+        return a[idx] * np.cos(omega * q[0] + phi[idx])
+
+    target = ArrayTarget(n, loglik, lambda q: 0.0 if 0 <= q[0] <= 5 else -np.inf)
+    energies = np.array([loglik(np.array([s]), np.arange(n)).sum() for s in range(6)])
+    exact = np.exp(energies - energies.max())
+    exact /= exact.sum()
+    bound = LipschitzBound.euclidean(a * omega)
+    alias = AliasTable.from_weights(bound.c)
+    settings = TunaSettings(chi=0.01)
+    state = ChainState(np.array([0.0]), 0.0)
+    visits = np.empty(n_iter, dtype=int)
+    for k in range(n_iter):
+        prop = state.position + (1.0 if rng.random() < 0.5 else -1.0)
+        state, _ = tuna_kernel(rng, state, prop, 0.0, target, bound, settings, alias)
+        visits[k] = int(state.position[0])
+    return np.eye(6)[visits], exact
+
+
+SIX_STATE_ITERS = 40_000
+Z_MAX = 4.0  # max |z| over 6 (resp. 5) frequencies; P(false alarm) ~ 1e-3 under exactness
+
+
+def test_six_state_walk_matches_the_target():
+    indicators, exact = _run_six_states(np.random.default_rng(5), SIX_STATE_ITERS)
+    z = _batch_means_z(indicators, exact)
+    tv = 0.5 * np.abs(indicators.mean(0) - exact).sum()
+    assert np.max(np.abs(z)) < Z_MAX, (z, tv)
+
+
+def test_six_state_negative_control_flipped_sign_fails(monkeypatch):
+    _flip_keep_sign(monkeypatch)
+    indicators, exact = _run_six_states(np.random.default_rng(5), SIX_STATE_ITERS)
+    z = _batch_means_z(indicators, exact)
+    assert np.max(np.abs(z)) > Z_MAX, z
+
+
+def _run_logistic_1d(rng, n_iter):
+    target, bound, alias = _logistic()
+    grid = np.linspace(-4, 6, 20_001)
+    log_post = np.array([target.loglik_full(np.array([g])).sum() for g in grid]) - 0.5 * grid**2
+    w = np.exp(log_post - log_post.max())
+    cdf = np.cumsum(w) / w.sum()
+    levels = np.array([0.1, 0.3, 0.5, 0.7, 0.9])
+    cuts = np.interp(levels, cdf, grid)
+    settings = TunaSettings(chi=0.01)
+    start = np.array([float(np.interp(0.5, cdf, grid))])
+    state = ChainState(start, target.logprior(start))
+    draws = np.empty(n_iter)
+    for k in range(n_iter):
+        prop = state.position + 0.3 * rng.standard_normal(1)
+        state, _ = tuna_kernel(rng, state, prop, 0.0, target, bound, settings, alias)
+        draws[k] = state.position[0]
+    return (draws[:, None] <= cuts[None, :]).astype(float), levels
+
+
+LOGISTIC_ITERS = 30_000
+
+
+def test_continuous_logistic_posterior_matches_grid():
+    """Gaussian prior (no Lipschitz bound) enters exactly; CDF at 5 quantiles."""
+    indicators, levels = _run_logistic_1d(np.random.default_rng(11), LOGISTIC_ITERS)
+    z = _batch_means_z(indicators, levels)
+    assert np.max(np.abs(z)) < Z_MAX, z
+
+
+def test_continuous_negative_control_flipped_sign_fails(monkeypatch):
+    _flip_keep_sign(monkeypatch)
+    indicators, levels = _run_logistic_1d(np.random.default_rng(11), LOGISTIC_ITERS)
+    z = _batch_means_z(indicators, levels)
+    assert np.max(np.abs(z)) > Z_MAX, z
+
+
+def test_tuna_kernel_bound_and_alias_modules_do_not_import_pymc():
+    code = (
+        "import sys\n"
+        "import pymc_minibatch_mh.kernels.tuna, pymc_minibatch_mh.kernels.alias\n"
+        "import pymc_minibatch_mh.bounds.lipschitz\n"
+        "print(','.join(m for m in ('pymc', 'pytensor') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

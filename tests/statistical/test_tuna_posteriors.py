@@ -1,0 +1,160 @@
+"""TunaMH reproduces reference posteriors (NUTS) on logistic regression.
+
+Tolerances (issue 4): means within 0.2 reference sd, sds within 20%, with a check
+that the Monte Carlo error is small enough (3 MCSE < 0.2 sd) for the tolerance to
+mean something, and a negative control (wrong temperature) that must fail.
+
+Two regimes:
+
+* a tempered posterior (N = 10^4, temperature 100), where TunaMH's Poisson
+  minibatches are small (tens of points) and every step uses them; the reference
+  is NUTS on the same tempered likelihood (a ``pm.Potential``);
+* temperature 1 at N = 10^5 (slow). There, ``C M`` at a useful step size is in the
+  thousands, so the ratio noise forces either tiny steps (the automatic ``chi``:
+  the chain hardly moves) or a large ``chi`` whose expected batch is close to N
+  (many steps fall back to full-data MH). The test uses ``chi = 0.03`` and reports
+  the mean batch and the share of full-data steps.
+"""
+
+import numpy as np
+import pymc as pm
+import pytest
+
+from pymc_minibatch_mh.step_methods.tuna import TunaMH
+
+from .agreement import agreement, coordinate_draws, posterior_of, reference_moments
+
+MEAN_TOL, SD_TOL = 0.2, 0.2
+SAMPLE = {"chains": 2, "cores": 2, "progressbar": False, "compute_convergence_checks": False}
+NAMES = ["alpha", "beta"]
+
+
+def _check(idata, ref_mean, ref_sd, *, negative_control=False):
+    result = agreement(coordinate_draws(posterior_of(idata), NAMES), ref_mean, ref_sd)
+    if not negative_control:
+        assert not result.underpowered(MEAN_TOL), result.underpowered(MEAN_TOL)
+    return result.failures(MEAN_TOL, SD_TOL)
+
+
+def _stats(idata):
+    return idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
+
+
+def _logistic_data(n, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 2))
+    logits = -0.5 + x @ np.array([1.0, -0.7])
+    y = (rng.random(n) < 1 / (1 + np.exp(-logits))).astype(int)
+    return x, y
+
+
+def _model(x, y):
+    with pm.Model() as model:
+        alpha = pm.Normal("alpha", 0, 5)
+        beta = pm.Normal("beta", 0, 5, shape=2)
+        pm.Bernoulli("y", logit_p=alpha + x @ beta, observed=y)
+    return model
+
+
+def _nuts_reference(x, y, temperature, seed):
+    """NUTS on the likelihood raised to 1/temperature (prior untempered)."""
+    with pm.Model():
+        alpha = pm.Normal("alpha", 0, 5)
+        beta = pm.Normal("beta", 0, 5, shape=2)
+        loglik = pm.logp(pm.Bernoulli.dist(logit_p=alpha + x @ beta), y).sum()
+        pm.Potential("tempered_likelihood", loglik / temperature)
+        nuts = pm.sample(draws=2000, tune=1000, random_seed=seed, **SAMPLE)
+    return reference_moments(
+        {k: v.ravel() for k, v in coordinate_draws(posterior_of(nuts), NAMES).items()}
+    )
+
+
+def _report(idata, label, n_data):
+    """Mean batch per draw and the share of draws with a full-data step (printed)."""
+    stats = _stats(idata)
+    batch = np.asarray(stats["batch_size"])
+    full = float(((np.asarray(stats["poisson_draws"]) == 0) & (batch >= n_data)).mean())
+    batch = float(batch.mean())
+    chi = float(np.asarray(stats["chi"]).ravel()[-1])
+    print(f"{label}: mean batch {batch:.1f}, full-data steps {full:.1%}, chi {chi:.3g}")
+    return batch, full
+
+
+# ---------------------------------------------------------------- tempered, small batches
+N_TEMPERED, K_TEMPERED = 10_000, 100.0
+STEPS_PER_DRAW = 10
+
+
+@pytest.fixture(scope="module")
+def tempered_case():
+    x, y = _logistic_data(N_TEMPERED, 303)
+    ref_mean, ref_sd = _nuts_reference(x, y, K_TEMPERED, 404)
+    return _model(x, y), ref_mean, ref_sd
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("temperature", "should_pass"), [(K_TEMPERED, True), (300.0, False)])
+def test_tempered_logistic_matches_nuts(tempered_case, temperature, should_pass):
+    model, ref_mean, ref_sd = tempered_case
+    with model:
+        idata = pm.sample(
+            step=TunaMH(temperature=temperature, steps_per_draw=STEPS_PER_DRAW),
+            draws=2000,
+            tune=500,
+            random_seed=505,
+            **SAMPLE,
+        )
+    failures = _check(idata, ref_mean, ref_sd, negative_control=not should_pass)
+    batch, full = _report(idata, f"tempered K={temperature}", N_TEMPERED)
+    if should_pass:
+        assert not failures, failures
+        assert 0 < batch < 0.01 * N_TEMPERED * STEPS_PER_DRAW  # small Poisson batches
+        assert full < 0.01
+    else:
+        assert failures, "the wrong-temperature control was not detected"
+
+
+# ---------------------------------------------------------------- temperature 1, N = 10^5
+N_TALL = 100_000
+CHI_TALL = 0.03
+
+
+@pytest.fixture(scope="module")
+def tall_case():
+    x, y = _logistic_data(N_TALL, 606)
+    ref_mean, ref_sd = _nuts_reference(x, y, 1.0, 707)
+    return _model(x, y), ref_mean, ref_sd
+
+
+def _sample_tall(model, ref_mean, temperature):
+    initvals = {
+        "alpha": ref_mean["alpha"],
+        "beta": np.array([ref_mean["beta[0]"], ref_mean["beta[1]"]]),
+    }
+    with model:
+        return pm.sample(
+            step=TunaMH(temperature=temperature, chi=CHI_TALL),
+            draws=2500,
+            tune=1000,
+            random_seed=808,
+            initvals=initvals,
+            **SAMPLE,
+        )
+
+
+@pytest.mark.slow
+def test_logistic_n1e5_temperature_1_matches_nuts(tall_case):
+    model, ref_mean, ref_sd = tall_case
+    idata = _sample_tall(model, ref_mean, 1.0)
+    failures = _check(idata, ref_mean, ref_sd)
+    batch, full = _report(idata, "N=1e5, K=1", N_TALL)
+    assert not failures, failures
+    assert 0 < batch <= N_TALL
+    assert full < 1.0  # some steps used Poisson minibatches
+
+
+@pytest.mark.slow
+def test_logistic_n1e5_negative_control_wrong_temperature_fails(tall_case):
+    model, ref_mean, ref_sd = tall_case
+    idata = _sample_tall(model, ref_mean, 3.0)
+    assert _check(idata, ref_mean, ref_sd, negative_control=True)

@@ -1,0 +1,335 @@
+"""TunaMH inside pm.sample: stats, seeding, multiprocessing, tuning, bounds, errors."""
+
+import numpy as np
+import pymc as pm
+import pytest
+
+from pymc_minibatch_mh.bounds.lipschitz import (
+    EuclideanMetric,
+    LipschitzBound,
+    UnsupportedBound,
+    WhitenedMetric,
+)
+from pymc_minibatch_mh.kernels.tuna import BoundViolation
+from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
+from pymc_minibatch_mh.step_methods.tuna import TunaMH
+
+N = 2_000
+STATS = {
+    "accepted",
+    "accept",
+    "batch_size",
+    "n_lik_evals",
+    "scaling",
+    "poisson_draws",
+    "n_kept",
+    "chi",
+}
+SAMPLE = {"chains": 1, "cores": 1, "progressbar": False, "compute_convergence_checks": False}
+
+
+def _posterior(idata):
+    return idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
+
+
+def _stats(idata):
+    return idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
+
+
+def _design(seed=3, n=N):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 2))
+    y = rng.random(n) < 1 / (1 + np.exp(-(0.3 + x @ np.array([1.0, -0.5]))))
+    return x, y.astype(int)
+
+
+@pytest.fixture(scope="module")
+def logistic_model():
+    x, y = _design()
+    with pm.Model() as model:
+        alpha = pm.Normal("alpha", 0, 5)
+        beta = pm.Normal("beta", 0, 5, shape=2)
+        pm.Bernoulli("y", logit_p=alpha + x @ beta, observed=y)
+    return model
+
+
+def _sample(model, step_kwargs=None, **kwargs):
+    kwargs = {"draws": 100, "tune": 100, **SAMPLE, **kwargs}
+    with model:
+        return pm.sample(step=TunaMH(**(step_kwargs or {})), **kwargs)
+
+
+def test_defaults_run_and_report_stats(logistic_model):
+    idata = _sample(logistic_model, random_seed=1)
+    stats = _stats(idata)
+    assert STATS <= set(stats.data_vars)
+    assert np.asarray(_posterior(idata)["beta"]).shape == (1, 100, 2)
+    batch = np.asarray(stats["batch_size"])
+    draws = np.asarray(stats["poisson_draws"])
+    kept = np.asarray(stats["n_kept"])
+    assert np.all((batch >= 0) & (batch <= N))
+    assert np.all(np.asarray(stats["n_lik_evals"]) == 2 * batch)
+    poisson_steps = draws > 0
+    assert np.array_equal(batch[poisson_steps], draws[poisson_steps])
+    assert np.all((kept >= 0) & (kept <= draws))
+    assert np.asarray(stats["accepted"]).dtype == bool
+    accept = np.asarray(stats["accept"])
+    assert np.all((accept >= 0) & (accept <= 1))
+
+
+def test_the_bound_is_found_by_inspecting_the_model(logistic_model):
+    x, _ = _design()
+    with logistic_model:
+        step = TunaMH(precondition=False)
+    design = np.column_stack([np.ones(N), x])  # q = (alpha, beta): intercept column first
+    np.testing.assert_allclose(step.bound.c, np.linalg.norm(design, axis=1))
+    assert isinstance(step.bound.metric, EuclideanMetric)
+    assert step.alias.size == N
+
+
+def test_same_seed_same_draws_different_seed_different(logistic_model):
+    a = _sample(logistic_model, random_seed=7, chains=2)
+    b = _sample(logistic_model, random_seed=7, chains=2)
+    c = _sample(logistic_model, random_seed=8, chains=2)
+    beta_a, beta_b, beta_c = (np.asarray(_posterior(i)["beta"]) for i in (a, b, c))
+    np.testing.assert_array_equal(beta_a, beta_b)
+    assert not np.array_equal(beta_a, beta_c)
+    assert not np.array_equal(beta_a[0], beta_a[1])
+
+
+@pytest.mark.parametrize("mp_ctx", ["fork", "spawn"])
+def test_multiprocess_sampling_is_reproducible(logistic_model, mp_ctx):
+    a = _sample(logistic_model, random_seed=11, chains=2, cores=2, mp_ctx=mp_ctx)
+    b = _sample(logistic_model, random_seed=11, chains=2, cores=1)
+    np.testing.assert_array_equal(
+        np.asarray(_posterior(a)["beta"]), np.asarray(_posterior(b)["beta"])
+    )
+    np.testing.assert_array_equal(np.asarray(_stats(a)["chi"]), np.asarray(_stats(b)["chi"]))
+
+
+def test_automatic_chi_is_tuned_then_fixed(logistic_model):
+    with logistic_model:
+        step = TunaMH()
+        assert step.chi is None
+        idata = pm.sample(
+            step=step, draws=200, tune=300, discard_tuned_samples=False, random_seed=3, **SAMPLE
+        )
+    warm = (
+        idata["warmup_sample_stats"]
+        if not hasattr(idata, "warmup_sample_stats")
+        else idata.warmup_sample_stats
+    )
+    chi_tune = np.asarray(warm["chi"]).ravel()
+    chi_draws = np.asarray(_stats(idata)["chi"]).ravel()
+    assert np.unique(chi_tune).size > 10  # follows the proposals while tuning
+    assert np.unique(chi_draws).size == 1  # fixed afterwards: the chain is exact
+    assert chi_draws[0] == pytest.approx(step.chi)
+    # The heuristic: chi C^2 M^2 <= 1 for about 90% of the last window of proposals.
+    assert np.mean(step.chi_adaptation.values * step.chi <= 1.0 + 1e-12) == pytest.approx(0.9)
+    step.reset_tuning()
+    assert step.chi is None
+    assert step.bound is step._untuned_bound
+
+
+def test_without_tuning_chi_is_set_once(logistic_model):
+    idata = _sample(logistic_model, {"tune": False, "scaling": 0.01}, tune=0, random_seed=2)
+    chi = np.asarray(_stats(idata)["chi"]).ravel()
+    assert np.unique(chi).size == 1 and chi[0] > 0
+    assert np.allclose(np.asarray(_stats(idata)["scaling"]), 0.01)
+
+
+def test_fixed_chi_is_used(logistic_model):
+    idata = _sample(logistic_model, {"chi": 0.05}, random_seed=2)
+    assert np.all(np.asarray(_stats(idata)["chi"]) == 0.05)
+
+
+def test_preconditioned_bound_follows_the_tuned_proposal(logistic_model):
+    with logistic_model:
+        step = TunaMH()
+        pm.sample(step=step, draws=20, tune=400, random_seed=4, **SAMPLE)
+    assert step.proposal.chol is not None  # the covariance was adapted
+    assert isinstance(step.bound.metric, WhitenedMetric)
+    np.testing.assert_array_equal(step.bound.metric.chol, step.proposal.chol)
+    x, _ = _design()
+    design = np.column_stack([np.ones(N), x])
+    np.testing.assert_allclose(step.bound.c, np.linalg.norm(design @ step.proposal.chol, axis=1))
+    np.testing.assert_allclose(step.alias.masses(), step.bound.c / step.bound.C, atol=1e-12)
+    step.reset_tuning()
+    assert isinstance(step.bound.metric, EuclideanMetric)
+
+
+def test_steps_per_draw_accumulates_work(logistic_model):
+    one = _stats(_sample(logistic_model, {"chi": 0.01}, random_seed=1))
+    five = _stats(_sample(logistic_model, {"chi": 0.01, "steps_per_draw": 5}, random_seed=1))
+    assert np.mean(five["poisson_draws"]) > 3 * np.mean(one["poisson_draws"])
+    assert np.all(np.asarray(five["n_kept"]) <= np.asarray(five["poisson_draws"]))
+
+
+def test_sampling_state_roundtrip(logistic_model):
+    with logistic_model:
+        step = TunaMH()
+    state = step.sampling_state
+    point = logistic_model.initial_point()
+    first, _ = step.step(point)
+    step.sampling_state = state
+    again, _ = step.step(point)
+    np.testing.assert_array_equal(first["beta"], again["beta"])
+
+
+def test_explicit_constants_and_metric(logistic_model):
+    x, _ = _design()
+    c = 2.0 * np.linalg.norm(np.column_stack([np.ones(N), x]), axis=1)  # valid, loose
+    idata = _sample(logistic_model, {"c": c, "metric": EuclideanMetric()}, random_seed=5)
+    assert np.asarray(_stats(idata)["poisson_draws"]).sum() > 0
+    with logistic_model:
+        step = TunaMH(bound=LipschitzBound.euclidean(c))
+    assert step.bound.C == pytest.approx(c.sum())
+    assert not step.precondition
+
+
+def test_wrong_user_bound_is_caught_at_construction(logistic_model):
+    with logistic_model, pytest.raises(ValueError, match=r"does not hold.*datum \d+.*`c=`"):
+        TunaMH(c=np.full(N, 1e-4))
+
+
+def test_wrong_user_bound_is_caught_while_sampling(logistic_model):
+    """A bound that only holds near the start: the kernel stops instead of biasing."""
+    x, _ = _design()
+    c = np.linalg.norm(np.column_stack([np.ones(N), x]), axis=1)
+
+    def short_range(q, q_new):  # ||dq|| capped at 5: wrong for larger moves
+        return min(float(np.linalg.norm(q_new - q)), 5.0)
+
+    with logistic_model, pytest.raises(BoundViolation, match="bound violated"):
+        pm.sample(
+            step=TunaMH(
+                c=c, metric=short_range, scaling=10.0, tune=False, chi=1e-6, temperature=1e3
+            ),
+            draws=50,
+            tune=0,
+            random_seed=1,
+            **SAMPLE,
+        )
+
+
+def test_unsupported_likelihood_says_what_to_pass(rng):
+    y = rng.gamma(2.0, 1.0, size=300)
+    with pm.Model():
+        mu = pm.Normal("mu", 0, 1)
+        pm.Gamma("y", alpha=2.0, beta=pm.math.exp(mu), observed=y)
+        with pytest.raises(UnsupportedLikelihood, match=r"`c=`.*`metric=`") as info:
+            TunaMH()
+    assert isinstance(info.value.__cause__, UnsupportedLikelihood)
+    assert "mu" in str(info.value)
+
+
+def test_unsupported_model_works_with_explicit_bound(rng):
+    """log p = log(b) - b y with b = exp(mu): |d/dmu| = |1 - b y| <= 1 + b y, bounded on a box."""
+    y = rng.exponential(1.0, size=300)
+    with pm.Model() as model:
+        mu = pm.Uniform("mu", -1.0, 1.0, default_transform=None)
+        pm.Exponential("y", lam=pm.math.exp(mu), observed=y)
+    c = 1.0 + np.e * y  # sup over |mu| <= 1 of |1 - exp(mu) y|
+    idata = _sample(model, {"c": c}, draws=200, tune=200, random_seed=3)
+    mu = np.asarray(_posterior(idata)["mu"])
+    assert np.all(np.abs(mu) <= 1.0)
+
+
+def test_poisson_needs_a_bounded_box(rng):
+    x = rng.normal(size=(500, 1))
+    y = rng.poisson(np.exp(0.5 + 0.3 * x[:, 0]))
+    with pm.Model():
+        a = pm.Normal("a", 0, 1)
+        b = pm.Normal("b", 0, 1)
+        pm.Poisson("y", mu=pm.math.exp(a + b * x[:, 0]), observed=y)
+        with pytest.raises(UnsupportedBound, match=r"pm.Uniform.*`c=`"):
+            TunaMH()
+    with pm.Model() as boxed:
+        a = pm.Uniform("a", -2, 2, default_transform=None)
+        b = pm.Uniform("b", -1, 1, default_transform=None)
+        pm.Poisson("y", mu=pm.math.exp(a + b * x[:, 0]), observed=y)
+        step = TunaMH(precondition=False)
+    lo, hi = step.bound.box
+    np.testing.assert_array_equal(lo, [-2, -1])
+    np.testing.assert_array_equal(hi, [2, 1])
+    idata = _sample(boxed, draws=100, tune=200, random_seed=1)
+    assert np.asarray(_stats(idata)["poisson_draws"]).sum() > 0
+
+
+def test_transformed_uniform_is_not_a_box(rng):
+    x = rng.normal(size=300)
+    y = rng.poisson(np.exp(0.2 * x))
+    with pm.Model():
+        b = pm.Uniform("b", -1, 1)  # interval transform: unbounded, non-linear sampling scale
+        pm.Poisson("y", mu=pm.math.exp(b * x), observed=y)
+        with pytest.raises(UnsupportedLikelihood, match=r"transformed.*`c=`"):
+            TunaMH()
+
+
+def test_student_t_regression_bound(rng):
+    x = rng.normal(size=(400, 2))
+    y = x @ np.array([1.0, -1.0]) + 0.5 * rng.standard_t(4, size=400)
+    with pm.Model():
+        beta = pm.Normal("beta", 0, 5, shape=2)
+        pm.StudentT("y", nu=4, mu=x @ beta, sigma=0.5, observed=y)
+        step = TunaMH(precondition=False)
+    np.testing.assert_allclose(step.bound.c, 1.25 / 0.5 * np.linalg.norm(x, axis=1))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"chi": 0.0}, "chi"),
+        ({"chi": -1.0}, "chi"),
+        ({"chi": float("inf")}, "chi"),
+        ({"c": np.ones(N), "bound": LipschitzBound.euclidean(np.ones(N))}, "either"),
+        ({"metric": EuclideanMetric()}, "metric"),
+        ({"c": np.ones(N - 1)}, "constants"),
+        ({"c": -np.ones(N)}, "non-negative"),
+        ({"control_variates": True, "c": np.ones(N)}, "control_variates"),
+        ({"temperature": 0}, "temperature"),
+        ({"target_accept": 1.5}, "target_accept"),
+    ],
+)
+def test_bad_arguments(logistic_model, kwargs, match):
+    with logistic_model, pytest.raises(ValueError, match=match):
+        TunaMH(**kwargs)
+
+
+def test_bound_must_be_a_lipschitz_bound(logistic_model):
+    with logistic_model, pytest.raises(TypeError, match="LipschitzBound"):
+        TunaMH(bound=np.ones(N))
+
+
+def test_control_variates_use_the_taylor_remainder_bound(logistic_model):
+    with logistic_model:
+        map_point = pm.find_MAP(progressbar=False)
+        step = TunaMH(
+            control_variates=True,
+            proposal="independent",
+            reference_point=map_point,
+            progressbar=False,
+        )
+        idata = pm.sample(
+            step=step,
+            draws=200,
+            tune=100,
+            chains=1,
+            random_seed=5,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    assert "Taylor remainder" in step.bound.description
+    stats = idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
+    # Near the mode C M is small: most steps read (almost) no data, and the chain moves.
+    assert float(np.mean(stats["batch_size"])) < 50
+    assert float(np.mean(stats["accepted"])) > 0.3
+
+
+def test_control_variates_refuse_families_without_a_remainder_bound(rng):
+    x = rng.normal(size=200)
+    with pm.Model():
+        b = pm.Uniform("b", -2, 2, default_transform=None)
+        pm.Poisson("y", mu=pm.math.exp(b * x), observed=rng.poisson(1.0, size=200))
+        with pytest.raises(ValueError, match="third derivative"):
+            TunaMH(control_variates=True, reference_point={"b": 0.0}, progressbar=False)
