@@ -1,13 +1,17 @@
 """Austerity: approximate MH through a sequential Student-t test on minibatches.
 
 **Approximate method.** Exact MH accepts ``q'`` iff ``mu > mu0`` where ``mu`` is the
-mean per-datum (tempered) log-likelihood ratio and
-``mu0 = (log u - [log p0(q') - log p0(q)] - log_q_ratio) / N`` with ``u`` drawn
-before any data is read. Austerity estimates ``mu`` from a batch drawn without
-replacement that grows by ``batch_size`` and stops as soon as a t-test is
-confident at level ``epsilon``. Each t-test errs with probability about
-``epsilon``; at ``n = N`` the finite-population correction makes the standard
-error 0 and the decision is exact MH (``epsilon = 0`` is always exact MH).
+mean over the N data points of the tempered per-datum log-likelihood ratio
+``l_i = [log p(x_i | q') - log p(x_i | q)] / K`` and
+``mu0 = (log u - [log p0(q') - log p0(q)] - log_q_ratio) / N`` with ``u ~ U(0, 1)``
+drawn before any data is read. Austerity estimates ``mu`` from batches drawn without
+replacement that grow by ``batch_size`` and stops as soon as a t-test is confident:
+with ``s`` the finite-population-corrected standard error of the batch mean, it
+decides when ``1 - Phi_{n-1}(|mean - mu0| / s) < epsilon``. Each single t-test errs
+with probability about ``epsilon``; the whole sequential test errs with probability
+at most ``E(0, m, epsilon)`` (see :mod:`~pymc_minibatch_mh.kernels.austere_design`).
+At ``n = N`` the standard error is 0 and the decision is exact MH, so ``epsilon = 0``
+is exact MH (always reading all N points).
 
 References
 ----------
@@ -17,6 +21,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -36,7 +41,8 @@ class AustereSettings:
     batch_size : int
         First batch size ``m`` and increment (at least 2).
     epsilon : float
-        Per-test error level: stop when the t tail probability is below it.
+        Per-test error level in ``[0, 0.5)``: stop when the t tail probability is
+        below it. 0 is exact MH.
     temperature : float
         ``K``: per-datum log-likelihood ratios are divided by ``K``.
     """
@@ -44,6 +50,14 @@ class AustereSettings:
     batch_size: int
     epsilon: float
     temperature: float
+
+    def __post_init__(self):
+        if int(self.batch_size) != self.batch_size or self.batch_size < 2:
+            raise ValueError(f"batch_size must be an integer >= 2; got {self.batch_size}.")
+        if not 0.0 <= self.epsilon < 0.5:
+            raise ValueError(f"epsilon must lie in [0, 0.5); got {self.epsilon}.")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be positive; got {self.temperature}.")
 
 
 @dataclass(frozen=True)
@@ -74,23 +88,54 @@ class AustereInfo:
 def t_statistic(
     mean: float, mean_sq: float, n: int, n_data: int, mu0: float
 ) -> tuple[float, float]:
-    """Finite-population-corrected t statistic and its standard error.
+    """Finite-population-corrected t statistic and its standard error (Eqs. 4-5 of [1]).
 
     ``s_l = sqrt((mean_sq - mean^2) n / (n - 1))``,
     ``s = s_l / sqrt(n) * sqrt(1 - (n - 1) / (N - 1))``, ``t = (mean - mu0) / s``.
+
+    Parameters
+    ----------
+    mean, mean_sq : float
+        Mean and mean square of the ``n`` values seen so far. Shifting the values and
+        ``mu0`` by a common constant leaves ``t`` unchanged (the kernel uses this to
+        avoid cancellation in ``mean_sq - mean^2``).
+    n : int
+        Values seen (at least 2, at most ``n_data``).
+    n_data : int
+        Population size N.
+    mu0 : float
+        The threshold.
+
+    Returns
+    -------
+    (t, s) : (float, float)
+        With ``s = 0`` (all N values seen, or all values equal), ``t`` is ``+-inf`` by
+        the sign of ``mean - mu0``, or 0 if they are equal.
     """
+    if not 2 <= n <= n_data:
+        raise ValueError(f"need 2 <= n <= n_data; got n={n}, n_data={n_data}.")
     var = max(mean_sq - mean * mean, 0.0) * n / (n - 1)
-    fpc = max(1.0 - (n - 1) / (n_data - 1), 0.0)
+    fpc = max(1.0 - (n - 1) / (n_data - 1), 0.0) if n < n_data else 0.0
     s = math.sqrt(var / n * fpc)
+    diff = mean - mu0
     if s == 0.0:
-        diff = mean - mu0
         return (math.copysign(math.inf, diff) if diff != 0 else 0.0), 0.0
-    return (mean - mu0) / s, s
+    return diff / s, s
 
 
 def student_t_tail(t: float, df: int) -> float:
     """``delta = 1 - Phi_df(|t|)``: upper tail probability of Student-t at ``|t|``."""
     return float(special.stdtr(df, -abs(t)))
+
+
+@functools.lru_cache(maxsize=4096)
+def critical_t(df: int, epsilon: float) -> float:
+    """``|t|`` above which ``student_t_tail(t, df) < epsilon`` (``inf`` for epsilon = 0).
+
+    Tests repeat the same degrees of freedom (``m - 1, 2m - 1, ...``), so the
+    quantiles are cached.
+    """
+    return float(special.stdtrit(df, 1.0 - epsilon))
 
 
 def austere_kernel(
@@ -107,27 +152,34 @@ def austere_kernel(
     Parameters
     ----------
     rng : numpy.random.Generator
-        The chain's generator; ``u`` is drawn first, before any data.
+        The chain's generator. Its first use is ``u = 1 - rng.random()`` (so ``u`` is
+        in ``(0, 1]``), before any data is read.
     state : ChainState
         Current position and log prior.
     proposal : ndarray
         Proposed position.
     log_q_ratio : float
-        ``log q(q | q') - log q(q' | q)``.
+        ``log q(q | q') - log q(q' | q)`` (0 for symmetric proposals).
     target : TallTarget
         Prior and per-datum likelihood callables.
     settings : AustereSettings
         ``batch_size``, ``epsilon`` and ``temperature``.
     rows : UsedRows, optional
-        Scratch mask of drawn rows, reused across calls to avoid an O(N)
-        allocation per test; it is left cleared on return.
+        Scratch mask of drawn rows (``UsedRows(target.n_data)``), reused across calls
+        to avoid an O(N) allocation per test; it is left cleared on return.
 
     Returns
     -------
     (ChainState, AustereInfo)
+
+    Notes
+    -----
+    A proposal outside the prior support is rejected without reading data. A batch
+    containing a NaN or ``-inf`` log-ratio rejects; one containing ``+inf`` (the
+    current state impossible for that row) accepts.
     """
     n_data = target.n_data
-    log_u = math.log(rng.random())
+    log_u = math.log(1.0 - rng.random())
     lp_new = float(target.logprior(proposal))
     prior_part = lp_new - state.logprior + log_q_ratio
     if not math.isfinite(prior_part):
@@ -138,6 +190,8 @@ def austere_kernel(
 
     if rows is None:
         rows = UsedRows(n_data)
+    elif rows.n_data != n_data or rows.count:
+        raise ValueError("rows must be a released UsedRows over the target's n_data rows.")
     try:
         accepted, info = sequential_test(rng, state.position, proposal, mu0, target, settings, rows)
     finally:
@@ -157,27 +211,38 @@ def sequential_test(
     """Decide ``mu > mu0`` from growing batches drawn without replacement.
 
     ``mu`` is the mean over all N rows of the tempered per-datum log-likelihood
-    ratio between ``proposal`` and ``position``. The caller releases ``rows``.
+    ratio between ``proposal`` and ``position``. Stops when the Student-t tail
+    probability (``n - 1`` degrees of freedom) of the finite-population-corrected t
+    statistic is below ``settings.epsilon``, or at ``n = N`` where the decision is
+    exact. The caller releases ``rows``.
     """
     n_data = target.n_data
+    shift = math.nan  # first batch mean: sums of (d - shift) avoid cancellation
     total = total_sq = 0.0
     while True:
         idx = rows.draw(rng, settings.batch_size)
         d = target.loglik_diff(proposal, position, idx) / settings.temperature
         n = rows.count
-        if not np.all(np.isfinite(d)):
+        batch_sum = float(d.sum())
+        if not math.isfinite(batch_sum) and not np.all(np.isfinite(d)):
             # Any NaN or -inf row makes the proposal invalid; +inf rows (current state
             # impossible) make it certainly better.
             accepted = not (np.any(np.isnan(d)) or np.any(d == -np.inf))
             return accepted, AustereInfo(accepted, math.nan, n, 2 * n, math.nan)
-        total += float(d.sum())
-        total_sq += float(np.dot(d, d))
+        if math.isnan(shift):
+            shift = batch_sum / d.size
+        centred = d - shift
+        total += batch_sum - shift * d.size
+        total_sq += float(np.dot(centred, centred))
         mean = total / n
-        t, s = t_statistic(mean, total_sq / n, n, n_data, mu0)
-        if n >= n_data or s == 0.0:
+        if n >= n_data:  # all rows read: s = 0 and the decision is exact MH's
             decide = True
-        else:
-            decide = student_t_tail(t, n - 1) < settings.epsilon
+            t = math.copysign(math.inf, mean - (mu0 - shift)) if mean != mu0 - shift else 0.0
+        else:  # batch_size >= 2, so n >= 2 here
+            t, _ = t_statistic(mean, total_sq / n, n, n_data, mu0 - shift)
+            # Same as student_t_tail(t, n - 1) < epsilon. With s = 0 before N (all values
+            # equal) t is +-inf, which decides only if epsilon > 0.
+            decide = abs(t) > critical_t(n - 1, settings.epsilon)
         if decide:
-            accepted = bool(mean > mu0)
+            accepted = bool(mean > mu0 - shift)
             return accepted, AustereInfo(accepted, math.nan, n, 2 * n, t)

@@ -7,10 +7,6 @@ The closed-form Gaussian checks run by default; the NUTS and posteriordb
 comparisons are marked ``slow`` (``python -m pytest -m slow``).
 """
 
-import json
-import zipfile
-from pathlib import Path
-
 import numpy as np
 import pymc as pm
 import pytest
@@ -18,9 +14,9 @@ import pytest
 from pymc_minibatch_mh import MinibatchBarker
 
 from .agreement import agreement, coordinate_draws, posterior_of, reference_moments
+from .posteriordb import _posteriordb, _stan_to_pymc_names
 
 MEAN_TOL, SD_TOL = 0.2, 0.2
-POSTERIORDB = Path(__file__).resolve().parents[3] / "shared" / "posteriordb"
 SAMPLE = {"chains": 2, "cores": 2, "progressbar": False, "compute_convergence_checks": False}
 
 
@@ -108,28 +104,6 @@ def test_logistic_negative_control_wrong_temperature_fails(logistic_case):
 
 
 # ---------------------------------------------------------------- posteriordb references
-def _posteriordb(name: str, posterior: str):
-    if not POSTERIORDB.is_dir():
-        pytest.fail(f"posteriordb data not found at {POSTERIORDB} (../shared must sit beside)")
-    with zipfile.ZipFile(POSTERIORDB / f"{name}.json.zip") as zf:
-        data = json.loads(zf.read(zf.namelist()[0]))
-    with zipfile.ZipFile(POSTERIORDB / f"{posterior}.draws.json.zip") as zf:
-        chains = json.loads(zf.read(zf.namelist()[0]))
-    draws = {k: np.concatenate([np.asarray(c[k]) for c in chains]) for k in chains[0]}
-    return data, draws
-
-
-def _stan_to_pymc_names(draws: dict) -> dict:
-    """``beta[1]`` (Stan, 1-based) -> ``beta[0]``; scalars unchanged."""
-    out = {}
-    for key, values in draws.items():
-        if "[" in key:
-            name, index = key[:-1].split("[")
-            key = f"{name}[{int(index) - 1}]"
-        out[key] = values
-    return out
-
-
 @pytest.mark.slow
 def test_posteriordb_kidiq():
     data, ref = _posteriordb("kidiq", "kidiq-kidscore_momhsiq")

@@ -1,16 +1,17 @@
 """Control-variate minibatch sampling at temperature 1 reproduces NUTS on tall data.
 
-Issue 6 tolerance: means within 0.1 reference sd and sds within 10% on a logistic
-regression with N = 10^5, checked only when the Monte Carlo error is small enough
-(3 MCSE < 0.1 sd). A negative control removes the exactly-summed Taylor part of the
-estimator (a plausible implementation bug) and must be caught by the same check.
+MinibatchBarker (approximate) and TunaMH (exact) with control variates. Issue 6
+tolerance: means within 0.1 reference sd and sds within 10% on a logistic regression
+with N = 10^5, checked only when the Monte Carlo error is small enough (3 MCSE < 0.1 sd).
+A negative control removes the exactly-summed Taylor part of the estimator (a plausible
+implementation bug) and must be caught by the same check.
 """
 
 import numpy as np
 import pymc as pm
 import pytest
 
-from pymc_minibatch_mh import MinibatchBarker
+from pymc_minibatch_mh import MinibatchBarker, TunaMH
 from pymc_minibatch_mh.kernels.control_variates import ControlVariateTarget
 
 from .agreement import agreement, coordinate_draws, posterior_of, reference_moments
@@ -51,12 +52,19 @@ def _stats(idata):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("proposal", "steps_per_draw", "draws"), [("independent", 3, 3000), ("laplace", 5, 6000)]
+    ("step_class", "proposal", "steps_per_draw", "draws"),
+    [
+        (MinibatchBarker, "independent", 3, 3000),
+        (MinibatchBarker, "laplace", 5, 6000),
+        (TunaMH, "independent", 2, 3000),
+    ],
 )
-def test_control_variate_barker_matches_nuts(tall_logistic, proposal, steps_per_draw, draws):
+def test_control_variate_steps_match_nuts(
+    tall_logistic, step_class, proposal, steps_per_draw, draws
+):
     model, map_point, ref_mean, ref_sd = tall_logistic
     with model:
-        step = MinibatchBarker(
+        step = step_class(
             control_variates=True,
             proposal=proposal,
             steps_per_draw=steps_per_draw,
@@ -67,7 +75,7 @@ def test_control_variate_barker_matches_nuts(tall_logistic, proposal, steps_per_
     failures = _failures(idata, ref_mean, ref_sd)
     assert not failures, failures
     mean_batch = float(np.mean(_stats(idata)["batch_size"])) / steps_per_draw
-    print(f"\n{proposal}: mean data per MH step {mean_batch:.0f} of N = {N}")
+    print(f"\n{step_class.__name__} {proposal}: mean data per MH step {mean_batch:.1f} of N = {N}")
     assert mean_batch <= 200
 
 
