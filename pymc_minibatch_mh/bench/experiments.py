@@ -44,7 +44,7 @@ def tall_logistic(settings: RunSettings) -> BenchmarkResult:
     run. Every step pays for its own MAP search and full-data Taylor sums (in
     ``setup_s`` and in ESS/s).
     """
-    from pymc_minibatch_mh import MinibatchBarker, TunaMH
+    from pymc_minibatch_mh import Austere, MinibatchBarker, TunaMH
 
     n_data = 20_000 if settings.quick else 1_000_000
     n_features = 10
@@ -58,6 +58,9 @@ def tall_logistic(settings: RunSettings) -> BenchmarkResult:
         ),
         "barker cv independent x3": lambda: MinibatchBarker(
             proposal="independent", steps_per_draw=3, **common
+        ),
+        "austere cv independent x2": lambda: Austere(
+            proposal="independent", steps_per_draw=2, batch_size=100, **common
         ),
         "tunamh cv independent x2 (exact)": lambda: TunaMH(
             proposal="independent", steps_per_draw=2, **common

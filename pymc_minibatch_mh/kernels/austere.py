@@ -11,7 +11,9 @@ decides when ``1 - Phi_{n-1}(|mean - mu0| / s) < epsilon``. Each single t-test e
 with probability about ``epsilon``; the whole sequential test errs with probability
 at most ``E(0, m, epsilon)`` (see :mod:`~pymc_minibatch_mh.kernels.austere_design`).
 At ``n = N`` the standard error is 0 and the decision is exact MH, so ``epsilon = 0``
-is exact MH (always reading all N points).
+is exact MH (always reading all N points). With a target whose ``diff_offset`` is not
+zero (control variates), ``l_i`` are the target's ratio terms (residuals) and the
+offset, divided by ``K``, is subtracted from ``N mu0``.
 
 References
 ----------
@@ -186,7 +188,10 @@ def austere_kernel(
         accepted = prior_part == math.inf
         info = AustereInfo(accepted, math.nan, 0, 0, math.nan)
         return (ChainState(proposal, lp_new) if accepted else state), info
-    mu0 = (log_u - prior_part) / n_data
+    # The exactly known part of the log-likelihood ratio (control variates; else 0)
+    # moves the threshold; the test then runs on the remaining per-datum terms.
+    offset = float(target.diff_offset(proposal, state.position)) / settings.temperature
+    mu0 = (log_u - prior_part - offset) / n_data
 
     if rows is None:
         rows = UsedRows(n_data)

@@ -132,7 +132,7 @@ class Austere(MinibatchStep):
             state,
             proposal,
             log_q_ratio,
-            self.tall_data,
+            self.target,
             self.settings,
             rows=self._rows,
         )

@@ -16,6 +16,7 @@ from pymc_minibatch_mh.kernels.austere import (
     student_t_tail,
     t_statistic,
 )
+from pymc_minibatch_mh.kernels.control_variates import ControlVariateTarget, TaylorProxy
 from pymc_minibatch_mh.kernels.subsample import UsedRows
 from pymc_minibatch_mh.kernels.target import ArrayTarget, ChainState
 
@@ -36,12 +37,35 @@ def _logistic_target(n_data=57, seed=0):
     return ArrayTarget(n_data, loglik, logprior)
 
 
-def _compare_with_exact_mh(rng, settings, n_trials=500):
+def _with_control_variates(base, seed=1):
+    """``base`` seen through arbitrary per-datum quadratic proxies (their sum is exact)."""
+    rng = np.random.default_rng(seed)
+    n, d = base.n_data, 2
+    centre = rng.normal(size=d)
+    grads = rng.normal(size=(n, d))
+    hessians = rng.normal(size=(n, d, d))
+    hessians = hessians + hessians.transpose(0, 2, 1)
+
+    def proxy_diff(q_new, q_old, idx):
+        a_new, a_old = q_new - centre, q_old - centre
+        quad = np.einsum("i,nij,j->n", a_new, hessians[idx], a_new) - np.einsum(
+            "i,nij,j->n", a_old, hessians[idx], a_old
+        )
+        return grads[idx] @ (q_new - q_old) + 0.5 * quad
+
+    def residual_diff(q_new, q_old, q_ref, idx):
+        return base.loglik_diff(q_new, q_old, idx) - proxy_diff(q_new, q_old, idx)
+
+    proxy = TaylorProxy(centre, 0.0, grads.sum(axis=0), hessians.sum(axis=0))
+    return ControlVariateTarget(base, proxy, residual_diff)
+
+
+def _compare_with_exact_mh(rng, settings, n_trials=500, target=None):
     """Kernel decisions vs exact MH on the 57-row logistic target, u replayed.
 
     Returns ``(agreements, exact acceptances, infos)``.
     """
-    target = _logistic_target()
+    target = _logistic_target() if target is None else target
     rows = UsedRows(target.n_data)
     n_agree = n_accept = 0
     infos = []
@@ -81,6 +105,23 @@ def test_full_data_decision_is_exact_mh(rng, batch_size, epsilon, temperature):
     assert 0.2 < n_accept / len(infos) < 0.8  # both decisions were exercised
     assert all(info.batch_size == 57 and info.n_lik_evals == 2 * 57 for info in infos)
     assert all(math.isinf(info.t_stat) for info in infos)  # s = 0 at n = N
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.5])
+def test_full_data_decision_with_control_variates_is_exact_mh(rng, temperature):
+    """The proxy's exact part moves the threshold; at n = N the decision is exact MH."""
+    target = _with_control_variates(_logistic_target())
+    n_agree, _, infos = _compare_with_exact_mh(
+        rng, AustereSettings(10, 0.0, temperature), target=target
+    )
+    assert n_agree == len(infos)
+    # Negative control: dropping the exact part changes some decisions.
+    broken = ControlVariateTarget(target.base, target.proxy, target.residual_diff)
+    object.__setattr__(broken, "diff_offset", lambda q_new, q_old: 0.0)
+    n_agree_broken, _, infos = _compare_with_exact_mh(
+        rng, AustereSettings(10, 0.0, temperature), target=broken
+    )
+    assert n_agree_broken < len(infos)
 
 
 def test_negative_control_early_decisions_are_not_exact(rng):

@@ -1,6 +1,6 @@
 """Control-variate minibatch sampling at temperature 1 reproduces NUTS on tall data.
 
-MinibatchBarker (approximate) and TunaMH (exact) with control variates. Issue 6
+MinibatchBarker and Austere (approximate) and TunaMH (exact) with control variates. Issue 6
 tolerance: means within 0.1 reference sd and sds within 10% on a logistic regression
 with N = 10^5, checked only when the Monte Carlo error is small enough (3 MCSE < 0.1 sd).
 A negative control removes the exactly-summed Taylor part of the estimator (a plausible
@@ -11,7 +11,7 @@ import numpy as np
 import pymc as pm
 import pytest
 
-from pymc_minibatch_mh import MinibatchBarker, TunaMH
+from pymc_minibatch_mh import Austere, MinibatchBarker, TunaMH
 from pymc_minibatch_mh.kernels.control_variates import ControlVariateTarget
 
 from .agreement import agreement, coordinate_draws, posterior_of, reference_moments
@@ -52,19 +52,21 @@ def _stats(idata):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("step_class", "proposal", "steps_per_draw", "draws"),
+    ("step_class", "proposal", "steps_per_draw", "draws", "extra"),
     [
-        (MinibatchBarker, "independent", 3, 3000),
-        (MinibatchBarker, "laplace", 5, 6000),
-        (TunaMH, "independent", 2, 3000),
+        (MinibatchBarker, "independent", 3, 3000, {}),
+        (MinibatchBarker, "laplace", 5, 6000, {}),
+        (Austere, "independent", 2, 3000, {"batch_size": 100}),
+        (TunaMH, "independent", 2, 3000, {}),
     ],
 )
 def test_control_variate_steps_match_nuts(
-    tall_logistic, step_class, proposal, steps_per_draw, draws
+    tall_logistic, step_class, proposal, steps_per_draw, draws, extra
 ):
     model, map_point, ref_mean, ref_sd = tall_logistic
     with model:
         step = step_class(
+            **extra,
             control_variates=True,
             proposal=proposal,
             steps_per_draw=steps_per_draw,
