@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Austere": "pymc_minibatch_mh.step_methods",
     "MinibatchBarker": "pymc_minibatch_mh.step_methods",
+    "FlyMC": "pymc_minibatch_mh.step_methods",
     "TunaMH": "pymc_minibatch_mh.step_methods",
     "LipschitzBound": "pymc_minibatch_mh.bounds.lipschitz",
     "chi_from_kappa": "pymc_minibatch_mh.bounds.lipschitz",

@@ -1,0 +1,702 @@
+"""Firefly Monte Carlo: exact MCMC that only evaluates the likelihood of "bright" data.
+
+Each datum gets a binary brightness ``z_n``. Given strictly positive lower bounds
+``0 < B_n(q) <= L_n(q)`` whose product over the data collapses (see
+:mod:`pymc_minibatch_mh.bounds`), the augmented target
+
+    p(q, z) ∝ p(q) prod_n B_n(q) prod_{n: z_n = 1} Ltilde_n(q),
+    Ltilde_n = L_n / B_n - 1,
+
+has the exact posterior as its ``q`` marginal, and
+``p(z_n = 1 | q) = 1 - B_n / L_n``. One iteration of :func:`firefly_kernel`
+updates ``q`` given ``z`` (random-walk Metropolis, or MALA with gradients) and
+then every ``z_n`` given ``q`` with the implicit Metropolis–Hastings scheme:
+bright points always propose to go dark (accepted with probability
+``min(1, q_db / Ltilde_n)``, using the ``Ltilde_n`` cached by the ``q`` step) and
+dark points propose to go bright with probability ``q_db`` (accepted with
+probability ``min(1, Ltilde_n / q_db)``; the paper prints this comparison the
+wrong way round). The dark points that propose are found with geometric skips,
+so one iteration costs ``O(n_bright + q_db N)`` likelihood evaluations plus the
+``O(D^2)`` collapsed bound, never ``O(N)``.
+
+**Exact method.** The ``q`` marginal is the exact (tempered) posterior for any
+valid bound and any ``q_db`` in ``(0, 1]``.
+
+Temperature ``K``: the sampler targets ``p(q) prod_n L_n(q)^(1/K)``. The bounds
+are tempered the same way, ``B_n^(1/K) <= L_n^(1/K)``, i.e. the per-datum
+log-likelihood, the per-datum log-bound and the collapsed log-bound sum are all
+divided by ``K``; the prior is not.
+
+Numerics: with the tempered gap ``g_n = (log L_n - log B_n) / K``,
+``log Ltilde_n = g_n + log(-expm1(-g_n))``, accurate for tiny and large gaps.
+A gap below ``-bound_tolerance * (1 + |log L_n|)`` anywhere it is computed
+(initial draw of ``z``, bright points at a proposal, dark points proposed to
+brighten) proves ``B_n > L_n``: the bound is invalid and
+:class:`InvalidBoundError` is raised (``check_bound=False`` disables this, for
+tests only). A gap in ``[-tol, 0]`` is a touching point up to rounding and
+means ``Ltilde_n = 0``: a proposal that makes such a point bright has density 0
+and is rejected, and such a dark point is never brightened. Hence every bright
+point of the current state has a positive gap: the invariant needs no check at
+the current state.
+
+References
+----------
+.. [1] Maclaurin, D., Adams, R. P. "Firefly Monte Carlo: Exact MCMC with Subsets
+   of Data", UAI 2014, Algorithms 1-2 and Section 3.3.
+.. [2] Roberts, G. O., Tweedie, R. L. "Exponential convergence of Langevin
+   distributions and their discrete approximations", Bernoulli 2, 1996 (MALA).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+from pymc_minibatch_mh.kernels.proposals import RandomWalkProposal
+from pymc_minibatch_mh.kernels.target import TallTarget
+
+THETA_UPDATES = ("rw", "mala")
+
+
+class InvalidBoundError(ValueError):
+    """A supplied "lower bound" exceeds the likelihood somewhere (``B_n > L_n``)."""
+
+
+class CollapsibleBound(Protocol):
+    """What FlyMC needs from a per-datum lower bound ``B_n(q) <= L_n(q)`` (untempered).
+
+    Attributes
+    ----------
+    n_data : int
+    log_bound : callable
+        ``log_bound(q, idx) -> (len(idx),)``: per-datum ``log B_n(q)``.
+    log_bound_sum : callable
+        ``log_bound_sum(q) -> float``: ``sum_n log B_n(q)`` over all N data,
+        in time independent of N.
+    log_bound_sum_grad : callable
+        Gradient of ``log_bound_sum`` (MALA only).
+    log_bound_weighted_grad : callable
+        ``(q, idx, weights) -> (D,)``: gradient of ``sum_j weights[j] log B_{idx[j]}(q)``
+        (MALA only).
+    """
+
+    n_data: int
+
+    def log_bound(self, q: np.ndarray, idx: np.ndarray) -> np.ndarray: ...
+
+    def log_bound_sum(self, q: np.ndarray) -> float: ...
+
+    def log_bound_sum_grad(self, q: np.ndarray) -> np.ndarray: ...
+
+    def log_bound_weighted_grad(
+        self, q: np.ndarray, idx: np.ndarray, weights: np.ndarray
+    ) -> np.ndarray: ...
+
+
+# ------------------------------------------------------------------------ brightness store
+class BrightnessStore:
+    """The set of bright data points with O(1) brighten/darken per point.
+
+    ``arr`` holds every index ``0..N-1`` once, bright ones first; ``tab[n]`` is the
+    position of ``n`` in ``arr``; ``n_bright`` is the size of the bright block.
+    :meth:`brighten` and :meth:`darken` take index arrays and cost O(len(idx)).
+
+    Parameters
+    ----------
+    n_data : int
+        N.
+    bright : ndarray, optional
+        Boolean mask of shape ``(N,)`` or an array of distinct indices of the
+        initially bright points (default: all dark).
+    """
+
+    def __init__(self, n_data: int, bright: np.ndarray | None = None):
+        n_data = int(n_data)
+        if n_data < 1:
+            raise ValueError(f"n_data must be positive; got {n_data}.")
+        dtype = np.int32 if n_data < 2**31 - 1 else np.int64
+        self.n_data = n_data
+        self.n_bright = 0
+        if bright is None:
+            self.arr = np.arange(n_data, dtype=dtype)
+        else:
+            bright = np.asarray(bright)
+            mask = bright if bright.dtype == bool else _index_mask(bright, n_data)
+            if mask.shape != (n_data,):
+                raise ValueError(f"bright mask must have shape ({n_data},); got {mask.shape}.")
+            # A stable partition: bright indices first.
+            self.arr = np.argsort(~mask, kind="stable").astype(dtype)
+            self.n_bright = int(mask.sum())
+        self.tab = np.empty(n_data, dtype=dtype)
+        self.tab[self.arr] = np.arange(n_data, dtype=dtype)
+
+    @property
+    def n_dark(self) -> int:
+        return self.n_data - self.n_bright
+
+    def bright_indices(self) -> np.ndarray:
+        """The bright indices (a read-only view of ``arr[:n_bright]``)."""
+        view = self.arr[: self.n_bright]
+        view.flags.writeable = False
+        return view
+
+    def dark_indices(self) -> np.ndarray:
+        """The dark indices (a read-only view of ``arr[n_bright:]``)."""
+        view = self.arr[self.n_bright :]
+        view.flags.writeable = False
+        return view
+
+    def ith_bright(self, i):
+        """The ``i``-th bright index (``i`` may be an array), in the store's order."""
+        i = np.asarray(i)
+        if np.any((i < 0) | (i >= self.n_bright)):
+            raise IndexError(f"bright position out of range [0, {self.n_bright}).")
+        return self.arr[i]
+
+    def ith_dark(self, i):
+        """The ``i``-th dark index (``i`` may be an array), in the store's order."""
+        i = np.asarray(i)
+        if np.any((i < 0) | (i >= self.n_dark)):
+            raise IndexError(f"dark position out of range [0, {self.n_dark}).")
+        return self.arr[self.n_bright + i]
+
+    def is_bright(self, idx) -> np.ndarray:
+        return self.tab[idx] < self.n_bright
+
+    def mask(self) -> np.ndarray:
+        """Boolean ``(N,)`` array, True where bright (O(N); for tests and summaries)."""
+        return self.tab < self.n_bright
+
+    def brighten(self, idx: np.ndarray, *, validate: bool = True) -> None:
+        """Make the distinct, currently dark indices ``idx`` bright, in O(len(idx)).
+
+        ``validate=False`` skips the O(len(idx) log len(idx)) argument checks (the
+        kernel passes indices that are valid by construction).
+        """
+        idx = self._checked(idx, want_bright=False) if validate else idx
+        k = idx.size
+        if k == 0:
+            return
+        start = self.n_bright
+        self._swap_into_block(idx, start, start + k)
+        self.n_bright += k
+
+    def darken(self, idx: np.ndarray, *, validate: bool = True) -> None:
+        """Make the distinct, currently bright indices ``idx`` dark, in O(len(idx))."""
+        idx = self._checked(idx, want_bright=True) if validate else idx
+        k = idx.size
+        if k == 0:
+            return
+        stop = self.n_bright
+        self._swap_into_block(idx, stop - k, stop)
+        self.n_bright -= k
+
+    def _checked(self, idx, want_bright: bool) -> np.ndarray:
+        idx = np.asarray(idx, dtype=np.int64).ravel()
+        if idx.size == 0:
+            return idx
+        if idx.min() < 0 or idx.max() >= self.n_data:
+            raise IndexError(f"indices must lie in [0, {self.n_data}).")
+        if np.unique(idx).size != idx.size:
+            raise ValueError("indices passed to brighten/darken must be distinct.")
+        if not np.all(self.is_bright(idx) == want_bright):
+            state = "bright" if want_bright else "dark"
+            raise ValueError(f"every index must currently be {state}.")
+        return idx
+
+    def _swap_into_block(self, idx: np.ndarray, lo: int, hi: int) -> None:
+        """Move the ``hi - lo`` indices ``idx`` to positions ``[lo, hi)`` by swaps.
+
+        Members already inside the block stay; each member outside swaps with one
+        non-member occupying a block position.
+        """
+        pos = self.tab[idx].astype(np.int64)
+        inside = (pos >= lo) & (pos < hi)
+        taken = np.zeros(hi - lo, dtype=bool)
+        taken[pos[inside] - lo] = True
+        free = lo + np.flatnonzero(~taken)
+        movers = idx[~inside]
+        from_pos = pos[~inside]
+        displaced = self.arr[free].copy()
+        self.arr[free] = movers
+        self.arr[from_pos] = displaced
+        self.tab[movers] = free
+        self.tab[displaced] = from_pos
+
+    def check_consistency(self) -> None:
+        """Raise ``AssertionError`` unless ``arr``/``tab``/``n_bright`` agree (O(N))."""
+        n = self.n_data
+        assert self.arr.shape == (n,) and self.tab.shape == (n,)
+        assert 0 <= self.n_bright <= n
+        assert np.array_equal(np.sort(self.arr), np.arange(n)), "arr is not a permutation"
+        assert np.array_equal(self.tab[self.arr], np.arange(n)), "tab is not arr's inverse"
+
+    def copy(self) -> BrightnessStore:
+        new = BrightnessStore.__new__(BrightnessStore)
+        new.n_data, new.n_bright = self.n_data, self.n_bright
+        new.arr, new.tab = self.arr.copy(), self.tab.copy()
+        return new
+
+    def __eq__(self, other) -> bool:
+        """Same bright set (order within the blocks is irrelevant)."""
+        if not isinstance(other, BrightnessStore):
+            return NotImplemented
+        return (
+            self.n_data == other.n_data
+            and self.n_bright == other.n_bright
+            and np.array_equal(np.sort(self.bright_indices()), np.sort(other.bright_indices()))
+        )
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"BrightnessStore(n_data={self.n_data}, n_bright={self.n_bright})"
+
+
+def _index_mask(indices: np.ndarray, n_data: int) -> np.ndarray:
+    indices = np.asarray(indices, dtype=np.int64).ravel()
+    if indices.size and (indices.min() < 0 or indices.max() >= n_data):
+        raise IndexError(f"bright indices must lie in [0, {n_data}).")
+    if np.unique(indices).size != indices.size:
+        raise ValueError("bright indices must be distinct.")
+    mask = np.zeros(n_data, dtype=bool)
+    mask[indices] = True
+    return mask
+
+
+def geometric_positions(rng: np.random.Generator, prob: float, length: int) -> np.ndarray:
+    """Positions in ``range(length)`` selected by independent Bernoulli(``prob``) coins.
+
+    Drawn as cumulative geometric skips, so the cost is O(number selected), not
+    O(length). Returns a sorted int64 array.
+    """
+    if length <= 0 or prob <= 0.0:
+        return np.empty(0, dtype=np.int64)
+    if prob >= 1.0:
+        return np.arange(length, dtype=np.int64)
+    expected = prob * length
+    chunk = int(expected + 4.0 * math.sqrt(expected) + 16)
+    out = []
+    last = -1
+    while True:
+        pos = last + np.cumsum(rng.geometric(prob, size=chunk))
+        if pos[-1] >= length:
+            out.append(pos[pos < length])
+            break
+        out.append(pos)
+        last = int(pos[-1])
+    return np.concatenate(out).astype(np.int64, copy=False)
+
+
+# ------------------------------------------------------------------------ q_db while tuning
+@dataclass(frozen=True)
+class BrightFractionAverage:
+    """Running mean of the bright fraction ``n_bright / N`` (sets ``q_db`` while tuning).
+
+    The FlyMC paper sets ``q_db`` to "the typical fraction of bright data points".
+    The mean is exponentially weighted with weight ``max(1 / (t + 1), min_weight)``
+    on the newest value, so burn-in values (many bright points far from the
+    posterior bulk) are forgotten after a few multiples of ``1 / min_weight``
+    iterations.
+
+    Attributes
+    ----------
+    mean : float
+        Current estimate.
+    n_updates : int
+        Values seen so far.
+    """
+
+    mean: float
+    n_updates: int = 0
+
+    def update(self, n_bright: int, n_data: int, min_weight: float = 0.02) -> BrightFractionAverage:
+        weight = max(1.0 / (self.n_updates + 1.0), min_weight)
+        mean = (1.0 - weight) * self.mean + weight * (n_bright / n_data)
+        return BrightFractionAverage(mean, self.n_updates + 1)
+
+
+# ------------------------------------------------------------------------ settings, state, info
+@dataclass(frozen=True)
+class FireflySettings:
+    """Knobs of one FlyMC iteration.
+
+    Attributes
+    ----------
+    q_db : float
+        Probability in ``(0, 1]`` that a dark point proposes to become bright.
+    temperature : float
+        ``K``: likelihood and bounds are raised to ``1/K`` (the prior is not).
+    theta_update : {"rw", "mala"}
+        Random-walk Metropolis or Metropolis-adjusted Langevin for ``q | z``.
+    check_bound : bool
+        Raise :class:`InvalidBoundError` when a gap proves ``B_n > L_n``.
+    bound_tolerance : float
+        Rounding allowance: a gap below ``-bound_tolerance * (1 + |log L_n|)`` is a violation.
+    """
+
+    q_db: float
+    temperature: float = 1.0
+    theta_update: str = "rw"
+    check_bound: bool = True
+    bound_tolerance: float = 1e-8
+
+    def __post_init__(self):
+        if not 0.0 < self.q_db <= 1.0:
+            raise ValueError(f"q_db must lie in (0, 1]; got {self.q_db}.")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be positive; got {self.temperature}.")
+        if self.theta_update not in THETA_UPDATES:
+            raise ValueError(
+                f"theta_update must be one of {THETA_UPDATES}; got {self.theta_update!r}."
+            )
+
+
+@dataclass(frozen=True)
+class FireflyInfo:
+    """Per-iteration diagnostics; each field is a PyMC sample stat of the same name.
+
+    Attributes
+    ----------
+    accepted : bool
+        Whether the ``q`` proposal was accepted.
+    accept : float
+        Metropolis acceptance probability of the ``q`` proposal on the augmented target.
+    batch_size : int
+        Likelihood queries of this iteration: bright points at the proposal plus
+        dark points proposed for brightening (distinct data rows).
+    n_lik_evals : int
+        Per-datum likelihood evaluations (equals ``batch_size`` for random-walk
+        updates; MALA adds the gradient passes over the bright points).
+    n_bright : int
+        Bright points after the iteration.
+    """
+
+    accepted: bool
+    accept: float
+    batch_size: int
+    n_lik_evals: int
+    n_bright: int
+
+
+@dataclass(eq=False)
+class FireflyState:
+    """Augmented state ``(q, z)`` of one chain plus cached quantities at ``q``.
+
+    Updated in place by :func:`firefly_kernel` (copying N-sized arrays each
+    iteration would cost O(N)).
+
+    Attributes
+    ----------
+    position : ndarray, shape (D,)
+    logprior : float
+    bound_sum : float
+        ``sum_n log B_n(position)`` (untempered, from the collapsed statistics).
+    store : BrightnessStore
+        ``z``.
+    log_lt : ndarray, shape (N,)
+        Tempered ``log Ltilde_n(position)``; meaningful on bright points only.
+    grad : ndarray or None
+        MALA: gradient of the augmented log density at ``(position, z)``; None if stale.
+    """
+
+    position: np.ndarray
+    logprior: float
+    bound_sum: float
+    store: BrightnessStore
+    log_lt: np.ndarray
+    grad: np.ndarray | None = field(default=None)
+
+    def log_density(self, temperature: float) -> float:
+        """Log of ``p(q) prod_n B_n^(1/K) prod_bright Ltilde_n`` at the current state."""
+        bright = self.store.bright_indices()
+        return self.logprior + self.bound_sum / temperature + float(np.sum(self.log_lt[bright]))
+
+
+# ------------------------------------------------------------------------ numerics
+def log_tilde_likelihood(
+    loglik,
+    logbound,
+    temperature: float = 1.0,
+    *,
+    check: bool = True,
+    tolerance: float = 1e-8,
+    rows=None,
+) -> np.ndarray:
+    """Tempered ``log(L^(1/K) / B^(1/K) - 1)``; ``-inf`` where the (tempered) gap is ``<= 0``.
+
+    Raises :class:`InvalidBoundError` (if ``check``) where the gap is below
+    ``-tolerance * (1 + |log L|)``. Non-finite ``log L`` (e.g. ``-inf``) gives ``-inf``.
+    """
+    loglik = np.asarray(loglik, dtype=np.float64)
+    gap = loglik - np.asarray(logbound, dtype=np.float64)
+    if check and np.any(gap < -tolerance * (1.0 + np.abs(loglik))):
+        bad = (gap < -tolerance * (1.0 + np.abs(loglik))) & np.isfinite(loglik)
+        if np.any(bad):
+            j = int(np.flatnonzero(bad)[0])
+            row = j if rows is None else int(np.asarray(rows)[j])
+            raise InvalidBoundError(
+                f"The FlyMC bound exceeds the likelihood for data row {row}: "
+                f"log L = {loglik[j]!r} < log B = {loglik[j] - gap[j]!r}. A FlyMC bound must "
+                "satisfy B_n(q) <= L_n(q) for every q; fix the bound object passed as "
+                "`bound=`, or report this if the bound was built automatically."
+            )
+    if temperature != 1.0:
+        gap = gap / temperature
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = gap + np.log(-np.expm1(-gap))
+    nonpositive = ~(gap > 0.0)  # also catches NaN
+    if np.any(nonpositive):
+        out[nonpositive] = -np.inf
+    return out
+
+
+def draw_brightness(
+    rng: np.random.Generator,
+    position: np.ndarray,
+    target: TallTarget,
+    bound: CollapsibleBound,
+    settings: FireflySettings,
+) -> tuple[BrightnessStore, np.ndarray]:
+    """Draw every ``z_n`` exactly from ``p(z_n | q)``: O(N) likelihood evaluations, once.
+
+    Returns the store and the ``(N,)`` array of tempered ``log Ltilde_n`` at ``q``.
+    """
+    n = target.n_data
+    rows = np.arange(n, dtype=np.int64)
+    loglik = np.asarray(target.loglik_full(position), dtype=np.float64)
+    if not np.all(np.isfinite(loglik)):
+        raise ValueError(
+            "The log-likelihood is not finite for every datum at the chain's current point, "
+            "so FlyMC cannot draw the brightness variables there. Start the chain elsewhere "
+            "(e.g. `initvals=`)."
+        )
+    log_lt = log_tilde_likelihood(
+        loglik,
+        bound.log_bound(position, rows),
+        settings.temperature,
+        check=settings.check_bound,
+        tolerance=settings.bound_tolerance,
+    )
+    # p(bright) = 1 - B/L = Ltilde / (1 + Ltilde) = sigmoid(log Ltilde).
+    bright = np.log(rng.random(n)) < -np.logaddexp(0.0, -log_lt)
+    return BrightnessStore(n, bright), log_lt
+
+
+def new_firefly_state(
+    rng: np.random.Generator,
+    position: np.ndarray,
+    target: TallTarget,
+    bound: CollapsibleBound,
+    settings: FireflySettings,
+) -> FireflyState:
+    """A chain state at ``position`` with ``z`` drawn from ``p(z | q)`` (O(N), once)."""
+    position = np.array(position, dtype=np.float64)
+    store, log_lt = draw_brightness(rng, position, target, bound, settings)
+    return FireflyState(
+        position=position,
+        logprior=float(target.logprior(position)),
+        bound_sum=float(bound.log_bound_sum(position)),
+        store=store,
+        log_lt=log_lt,
+    )
+
+
+# ------------------------------------------------------------------------ q | z
+def _joint_grad(q, idx, log_lt, target, bound, temperature) -> tuple[np.ndarray, int]:
+    """Gradient of the augmented log density at ``q`` with bright set ``idx``.
+
+    With the tempered gap ``g_n = (log L_n - log B_n) / K``,
+    ``grad log Ltilde_n = (grad log L_n - grad log B_n) / (K (1 - exp(-g_n)))``, and
+    ``1 / (1 - exp(-g)) = (1 + Ltilde) / Ltilde = 1 + exp(-log Ltilde)``: one weighted
+    gradient pass over the bright rows. Returns the gradient and the rows evaluated.
+    """
+    grad = target.logprior_grad(q) + bound.log_bound_sum_grad(q) / temperature
+    if idx.size == 0:
+        return grad, 0
+    with np.errstate(over="ignore"):  # an infinite weight makes the proposal rejected
+        weights = (1.0 + np.exp(-log_lt)) / temperature
+    grad = grad + target.loglik_weighted_grad(q, idx, weights)
+    grad = grad - bound.log_bound_weighted_grad(q, idx, weights)
+    return grad, idx.size
+
+
+def _mala_log_density(to, frm, grad_frm, scaling, chol) -> float:
+    """``log q(to | frm)`` up to a constant for ``to = frm + h/2 S grad + sqrt(h) L xi``."""
+    h = scaling * scaling
+    drift = 0.5 * h * (grad_frm if chol is None else chol @ (chol.T @ grad_frm))
+    r = to - frm - drift
+    if chol is not None:
+        r = solve_triangular(chol, r, lower=True)
+    return float(-0.5 * (r @ r) / h)
+
+
+def theta_update(
+    rng: np.random.Generator,
+    state: FireflyState,
+    target: TallTarget,
+    bound: CollapsibleBound,
+    settings: FireflySettings,
+    scaling: float,
+    proposal: RandomWalkProposal,
+) -> tuple[bool, float, int, int]:
+    """Metropolis(-adjusted Langevin) update of ``q`` given ``z``, in place.
+
+    Returns ``(accepted, accept_prob, rows_touched, lik_evals)``.
+    """
+    temp = settings.temperature
+    bright = np.asarray(state.store.bright_indices(), dtype=np.int64)
+    n_evals = 0
+    mala = settings.theta_update == "mala"
+    if mala:
+        if state.grad is None:
+            state.grad, used = _joint_grad(
+                state.position, bright, state.log_lt[bright], target, bound, temp
+            )
+            n_evals += used
+        chol = proposal.chol
+        noise = rng.standard_normal(state.position.shape[0])
+        step = noise if chol is None else chol @ noise
+        drift = state.grad if chol is None else chol @ (chol.T @ state.grad)
+        new = state.position + 0.5 * scaling**2 * drift + scaling * step
+        log_q_ratio = None
+    else:
+        new, log_q_ratio = proposal(rng, state.position, scaling)
+    log_u = math.log(rng.random())
+
+    lp_new = float(target.logprior(new))
+    if not math.isfinite(lp_new):
+        return False, 0.0, 0, n_evals
+    if bright.size:
+        loglik = target.loglik(new, bright)
+        n_evals += bright.size
+        log_lt_new = log_tilde_likelihood(
+            loglik,
+            bound.log_bound(new, bright),
+            temp,
+            check=settings.check_bound,
+            tolerance=settings.bound_tolerance,
+            rows=bright,
+        )
+        lt_sum_new = float(np.sum(log_lt_new))
+    else:
+        log_lt_new = np.empty(0)
+        lt_sum_new = 0.0
+    if not math.isfinite(lt_sum_new):  # a bright point would have Ltilde = 0 (or NaN)
+        return False, 0.0, bright.size, n_evals
+    bound_sum_new = float(bound.log_bound_sum(new))
+    log_new = lp_new + bound_sum_new / temp + lt_sum_new
+    log_ratio = log_new - state.log_density(temp)
+    grad_new = None
+    if mala:
+        grad_new, used = _joint_grad(new, bright, log_lt_new, target, bound, temp)
+        n_evals += used
+        log_q_ratio = _mala_log_density(
+            state.position, new, grad_new, scaling, proposal.chol
+        ) - _mala_log_density(new, state.position, state.grad, scaling, proposal.chol)
+    log_ratio += log_q_ratio
+    if math.isnan(log_ratio):
+        return False, 0.0, bright.size, n_evals
+    accept_prob = math.exp(min(0.0, log_ratio))
+    if log_u < log_ratio:
+        state.position = new
+        state.logprior = lp_new
+        state.bound_sum = bound_sum_new
+        state.log_lt[bright] = log_lt_new
+        state.grad = grad_new
+        return True, accept_prob, bright.size, n_evals
+    return False, accept_prob, bright.size, n_evals
+
+
+# ------------------------------------------------------------------------ z | q
+def brightness_update(
+    rng: np.random.Generator,
+    state: FireflyState,
+    target: TallTarget,
+    bound: CollapsibleBound,
+    settings: FireflySettings,
+) -> int:
+    """Implicit MH update of every ``z_n`` given ``q``, in place; returns rows evaluated.
+
+    Each datum gets one MH move from its state at the start of the update:
+    bright -> dark proposed always, accepted w.p. ``min(1, q_db / Ltilde_n)``;
+    dark -> bright proposed w.p. ``q_db``, accepted w.p. ``min(1, Ltilde_n / q_db)``.
+    """
+    store = state.store
+    log_q = math.log(settings.q_db)
+    bright = np.asarray(store.bright_indices(), dtype=np.int64)
+    n_bright = bright.size
+    darken = bright[np.log(rng.random(n_bright)) < log_q - state.log_lt[bright]]
+
+    offsets = geometric_positions(rng, settings.q_db, store.n_dark)
+    candidates = np.asarray(store.arr[n_bright + offsets], dtype=np.int64)
+    brighten = candidates[:0]
+    if candidates.size:
+        log_lt = log_tilde_likelihood(
+            target.loglik(state.position, candidates),
+            bound.log_bound(state.position, candidates),
+            settings.temperature,
+            check=settings.check_bound,
+            tolerance=settings.bound_tolerance,
+            rows=candidates,
+        )
+        accept = np.log(rng.random(candidates.size)) < log_lt - log_q
+        brighten = candidates[accept]
+        state.log_lt[brighten] = log_lt[accept]
+    store.darken(darken, validate=False)
+    store.brighten(brighten, validate=False)
+    if darken.size or brighten.size:
+        state.grad = None
+    return int(candidates.size)
+
+
+def firefly_kernel(
+    rng: np.random.Generator,
+    state: FireflyState,
+    target: TallTarget,
+    bound: CollapsibleBound,
+    settings: FireflySettings,
+    *,
+    scaling: float,
+    proposal: RandomWalkProposal | None = None,
+) -> tuple[FireflyState, FireflyInfo]:
+    """One FlyMC iteration: update ``q | z``, then ``z | q`` (implicit scheme), in place.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The chain's generator.
+    state : FireflyState
+        Current augmented state (modified in place and returned).
+    target : TallTarget
+        Prior and per-datum likelihood. For MALA it must also provide
+        ``loglik_weighted_grad(q, idx, weights)`` and ``logprior_grad(q)``.
+    bound : CollapsibleBound
+        Per-datum lower bounds with a collapsed sum.
+    settings : FireflySettings
+    scaling : float
+        Proposal scale (random-walk step or MALA step size ``sqrt(h)``).
+    proposal : RandomWalkProposal, optional
+        Supplies the proposal covariance factor (identity if None).
+
+    Returns
+    -------
+    (FireflyState, FireflyInfo)
+    """
+    proposal = proposal if proposal is not None else RandomWalkProposal(None)
+    accepted, accept_prob, rows, n_evals = theta_update(
+        rng, state, target, bound, settings, scaling, proposal
+    )
+    proposed = brightness_update(rng, state, target, bound, settings)
+    info = FireflyInfo(
+        accepted=bool(accepted),
+        accept=float(accept_prob),
+        batch_size=int(rows + proposed),
+        n_lik_evals=int(n_evals + proposed),
+        n_bright=int(state.store.n_bright),
+    )
+    return state, info

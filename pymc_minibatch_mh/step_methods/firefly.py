@@ -1,0 +1,408 @@
+"""The FlyMC (Firefly Monte Carlo) step method."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import pymc as pm
+from pymc.pytensorf import make_shared_replacements
+from pymc.step_methods.state import dataclass_state
+
+from pymc_minibatch_mh.bounds.bohning import map_tuned_bohning, untuned_bohning
+from pymc_minibatch_mh.bounds.jaakkola_jordan import (
+    UNTUNED_XI,
+    map_tuned_jaakkola_jordan,
+    untuned_jaakkola_jordan,
+)
+from pymc_minibatch_mh.bounds.student_t import map_tuned_student_t, untuned_student_t
+from pymc_minibatch_mh.kernels.adaptation import ScaleAdaptation
+from pymc_minibatch_mh.kernels.firefly import (
+    THETA_UPDATES,
+    BrightFractionAverage,
+    FireflySettings,
+    FireflyState,
+    firefly_kernel,
+    new_firefly_state,
+)
+from pymc_minibatch_mh.kernels.target import ChainState
+from pymc_minibatch_mh.likelihood.inspection import likelihood_value_vars
+from pymc_minibatch_mh.likelihood.linear_predictor import (
+    UnsupportedLikelihood,
+    recognise_linear_predictor,
+)
+from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep, MinibatchStepState
+from pymc_minibatch_mh.step_methods.reference import block_position, find_map
+
+BOUND_FAMILIES = ("bernoulli_logit", "categorical_logit", "student_t")
+#: q_db of the FlyMC paper's logistic-regression experiment (also used before tuning).
+PAPER_Q_DB = {"untuned": 0.1, "map": 0.01}
+#: Largest q_db chosen by tuning (the paper's untuned value).
+MAX_TUNED_Q_DB = 0.1
+_BOUND_METHODS = ("log_bound", "log_bound_sum")
+_GRADIENT_METHODS = ("log_bound_sum_grad", "log_bound_weighted_grad")
+
+
+@dataclass_state
+class FlyMCState(MinibatchStepState):
+    firefly: FireflyState | None
+    bright_fraction: BrightFractionAverage | None
+    q_db: float
+
+
+class FlyMC(MinibatchStep):
+    """Firefly Monte Carlo: exact MCMC that evaluates only the "bright" data (**exact**).
+
+    Every datum carries a brightness ``z_n``; with lower bounds ``B_n <= L_n`` whose
+    product collapses to O(D^2) sufficient statistics, the chain on ``(theta, z)``
+    targets ``p(theta) prod_n B_n(theta) prod_{bright} (L_n / B_n - 1)``, whose
+    ``theta`` marginal is the exact posterior. Each iteration updates ``theta``
+    given ``z`` (random-walk Metropolis, or MALA) evaluating only the bright
+    likelihoods, then every ``z_n`` with the implicit Metropolis–Hastings scheme
+    (dark points propose to brighten with probability ``q_db``, chosen by
+    geometric skips). Cost per iteration: ``n_bright + q_db * N`` likelihood
+    queries plus O(D^2).
+
+    Parameters
+    ----------
+    vars : list, optional
+        Variables to sample. Default: the continuous free variables that the
+        observed log-likelihood depends on. The likelihood may not depend on any
+        other free variable (the bounds are built for fixed values of the rest).
+    bound : {"map", "untuned"} or bound object, default "map"
+        ``"map"``: bounds tight at the MAP (Jaakkola–Jordan with
+        ``xi_n = |eta_n(MAP)|``, Böhning with ``psi_n`` the MAP logits, Student-t
+        with ``xi_n`` the MAP residual). ``"untuned"``: ``xi = 1.5`` (JJ),
+        ``psi = 0`` (Böhning), ``xi = 0`` (Student-t). The family is recognised from
+        the model: ``Bernoulli(logit_p=eta)``, ``Categorical(logit_p=X @ W + b)`` and
+        ``StudentT(nu, mu=eta, sigma)`` with ``eta`` affine in the sampled
+        variables and fixed ``nu``, ``sigma``. For other likelihoods pass an object
+        with ``n_data``, ``log_bound(q, idx)``, ``log_bound_sum(q)`` (and, for MALA,
+        ``log_bound_sum_grad(q)`` and ``log_bound_weighted_grad(q, idx, w)``) over the
+        raveled unconstrained vector ``q`` of ``vars``; see
+        :mod:`pymc_minibatch_mh.bounds`.
+    map_point : dict or array, optional
+        MAP of the model (values keyed by value-variable names, e.g. the output of
+        ``pm.find_MAP()``, or the raveled vector). Default: found with
+        ``pm.find_MAP`` on the full data when ``bound="map"``.
+    q_db : float, optional
+        Probability that a dark point proposes to become bright. Default: the paper's
+        value for the bound (0.1 untuned, 0.01 MAP-tuned or custom bounds) at the start,
+        then, while tuning, the running mean bright fraction ``n_bright / N`` (the
+        paper's rule: "similar to the typical fraction of bright data points"),
+        clipped to ``[1 / N, 0.1]``; it is fixed after tuning. A given value is never
+        changed. Rationale: a datum that is bright with probability ``p`` keeps its
+        state for about ``p / q_db`` iterations, far fewer than a random walk needs to
+        move ``theta`` across the posterior, so ``q_db`` need not exceed ``p``; each
+        iteration costs ``n_bright + q_db * N`` queries. The cap 0.1 keeps loose
+        (untuned) bounds from paying ``q_db * N`` for nothing: with 35% bright points
+        ``q_db = 0.1`` gave the same ESS per draw as ``q_db = 0.35`` at 30% fewer
+        queries (``benchmarks/firefly_queries.py``).
+    theta_update : {"rw", "mala"}, default "rw"
+        Random-walk Metropolis or Metropolis-adjusted Langevin (gradients of the
+        bright likelihoods from PyTensor) for ``theta | z``.
+    temperature : float, default 1
+        ``K``: likelihood and bounds are raised to ``1/K``; the prior is not.
+    scaling : float, optional
+        Initial proposal scale. Default ``2.38 sqrt(K / (N d))`` (RW) or
+        ``1.65 d^(-1/6) sqrt(K / N)`` (MALA) when no ``proposal_cov`` is given.
+    target_accept : float, optional
+        Default 0.234 (RW) or 0.574 (MALA).
+    check_bound : bool, default True
+        Raise if a computed ``log L_n - log B_n`` proves the bound invalid.
+    progressbar : bool, default True
+        Show progress of the MAP search.
+    proposal_cov, tune, adapt_cov, steps_per_draw, data_dim, model, rng, initial_point, \
+compile_kwargs, blocked
+        As for :class:`~pymc_minibatch_mh.MinibatchBarker`.
+
+    Notes
+    -----
+    Sample stats: ``accepted``, ``accept`` (Metropolis probability of the
+    ``theta`` move on the augmented target), ``batch_size`` (likelihood queries of
+    the draw: bright points at the proposal plus dark points proposed to brighten),
+    ``n_lik_evals`` (``batch_size`` plus MALA's gradient passes), ``scaling`` and
+    ``n_bright`` (bright points after the draw).
+
+    ``z`` belongs to the chain: it is discarded when a chain starts (PyMC's
+    ``set_rng``/``setup_chain`` hooks) and drawn exactly from ``p(z | theta)`` at the
+    chain's actual starting point on its first step, which costs one pass over
+    the data (counted in that draw's stats). The same full draw happens whenever the
+    step is handed a point other than where it left the chain. ``z`` is part of
+    :attr:`sampling_state`, so a restored state resumes with the same ``z``.
+
+    Memory: per datum, the brightness store (two int32 indices), the cached
+    ``log Ltilde_n`` (one float64) and the bound's coefficients (five float64 for
+    scalar families), besides the design matrix shared with the recogniser. Setup:
+    the MAP search and one O(N D^2) pass to collapse the bounds.
+
+    MAP-tuned bounds are loose far from the MAP, so burn-in from a distant point
+    makes many points bright (the paper notes the same); start chains near the MAP
+    (``initvals=``) for a cheap burn-in. Untuned bounds give a speed-up only when
+    most data are well classified.
+
+    References
+    ----------
+    .. [1] Maclaurin, D., Adams, R. P. "Firefly Monte Carlo: Exact MCMC with Subsets
+       of Data", UAI 2014.
+    .. [2] Jaakkola, T. S., Jordan, M. I. "Bayesian parameter estimation via
+       variational methods", Statistics and Computing 10, 2000.
+    .. [3] Böhning, D. "Multinomial logistic regression algorithm", Annals of the
+       Institute of Statistical Mathematics 44, 1992.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm
+    >>> from pymc_minibatch_mh import FlyMC
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(20_000, 3))
+    >>> y = rng.random(20_000) < 1 / (1 + np.exp(-x @ [1.0, -0.5, 0.2]))
+    >>> with pm.Model():
+    ...     beta = pm.Normal("beta", 0, 5, shape=3)
+    ...     _ = pm.Bernoulli("y", logit_p=x @ beta, observed=y.astype(int))
+    ...     idata = pm.sample(step=FlyMC(), draws=500, tune=500, chains=1)  # doctest: +SKIP
+    """
+
+    name = "flymc"
+    progress_columns = {"n_bright": "Bright"}
+    stats_dtypes_shapes = {**COMMON_STATS, "n_bright": (np.int64, [])}
+    _state_class = FlyMCState
+
+    def __init__(
+        self,
+        vars: Sequence | None = None,
+        *,
+        bound="map",
+        map_point=None,
+        q_db: float | None = None,
+        theta_update: str = "rw",
+        check_bound: bool = True,
+        **kwargs,
+    ):
+        if theta_update not in THETA_UPDATES:
+            raise ValueError(f"theta_update must be one of {THETA_UPDATES}; got {theta_update!r}.")
+        if q_db is not None and not 0.0 < q_db <= 1.0:
+            raise ValueError(f"q_db must lie in (0, 1]; got {q_db}.")
+        if isinstance(bound, str) and bound not in PAPER_Q_DB:
+            raise ValueError(f"bound must be 'map', 'untuned' or a bound object; got {bound!r}.")
+        if kwargs.get("control_variates"):
+            raise ValueError(
+                "FlyMC does not use control variates (control_variates=True): its bounds "
+                "already play that role."
+            )
+        if theta_update == "mala" and kwargs.get("proposal", "rw") == "independent":
+            raise ValueError("theta_update='mala' cannot use proposal='independent'.")
+        mala = theta_update == "mala"
+        if mala:
+            self._needs_gradients = True
+            kwargs.setdefault("target_accept", 0.574)
+        model = pm.modelcontext(kwargs.pop("model", None))
+        initial_point = kwargs.pop("initial_point", None)
+        if initial_point is None:
+            initial_point = model.initial_point()
+        user_scaling = kwargs.get("scaling") is not None
+        super().__init__(vars, model=model, initial_point=initial_point, **kwargs)
+
+        ndim, n_data = self.tall_data.ndim, self.tall_data.n_data
+        if mala and not user_scaling and self._untuned_proposal.chol is None:
+            start = 1.65 * ndim ** (-1 / 6) * math.sqrt(self.temperature / n_data)
+            self._untuned_adaptation = ScaleAdaptation(math.log(start))
+            self.adaptation = self._untuned_adaptation
+        self.theta_update = theta_update
+        self.check_bound = bool(check_bound)
+        self.bound_kind = bound if isinstance(bound, str) else "custom"
+        self._check_block_covers_likelihood(model)
+        if isinstance(bound, str):
+            self.bound = self._recognised_bound(model, initial_point, bound, map_point)
+        else:
+            self.bound = self._checked_bound(bound, initial_point, mala)
+        self.adapt_q_db = q_db is None
+        default_q_db = PAPER_Q_DB[bound] if isinstance(bound, str) else PAPER_Q_DB["map"]
+        self._untuned_q_db = float(q_db) if q_db is not None else default_q_db
+        self.q_db = self._untuned_q_db
+        self.q_db_floor = 1.0 / n_data
+        self.bright_fraction: BrightFractionAverage | None = None
+        self.firefly: FireflyState | None = None
+        self._last_n_bright = 0
+
+    # ---------------------------------------------------------------- bounds
+    def _check_block_covers_likelihood(self, model) -> None:
+        """The bounds and the cached z assume no other step changes the likelihood."""
+        block = {v.name for v in self.vars}
+        outside = [v.name for v in likelihood_value_vars(model) if v.name not in block]
+        if outside:
+            raise ValueError(
+                f"FlyMC needs every free variable of the likelihood in its block, but "
+                f"{outside} would be sampled by other step methods: the bounds and the "
+                "brightness variables are only valid while those stay fixed. Add them to "
+                "`vars=` (or leave `vars=None`) and make sure the bounds cover them, or use "
+                "MinibatchBarker / Austere."
+            )
+
+    def _recognised_bound(self, model, initial_point, kind: str, map_point):
+        shared = make_shared_replacements(initial_point, self.vars, model)
+        try:
+            lp = recognise_linear_predictor(
+                model,
+                self.vars,
+                shared=shared,
+                initial_point=initial_point,
+                check_against=self.tall_data.loglik,
+            )
+        except UnsupportedLikelihood as err:
+            raise UnsupportedLikelihood(
+                f"FlyMC could not build bounds automatically: {err} FlyMC has built-in bounds "
+                "for Bernoulli-logit (Jaakkola–Jordan), Categorical-softmax (Böhning) and "
+                "Student-t (Gaussian) likelihoods; for another likelihood pass "
+                "`bound=<object>` with n_data, log_bound(q, idx) and log_bound_sum(q) "
+                "(see pymc_minibatch_mh.bounds)."
+            ) from None
+        if lp.family not in BOUND_FAMILIES:
+            hint = (
+                " A Normal likelihood with fixed sigma is exactly Gaussian in the "
+                "parameters, so NUTS (or a conjugate update) is already cheap."
+                if lp.family == "normal"
+                else ""
+            )
+            raise UnsupportedLikelihood(
+                f"FlyMC has no built-in bound for the {lp.family!r} likelihood of this model "
+                f"(supported: {', '.join(BOUND_FAMILIES)}).{hint} Pass `bound=<object>` with "
+                "n_data, log_bound(q, idx) and log_bound_sum(q) to use FlyMC anyway."
+            )
+        q_map = None
+        if kind == "map":
+            q_map = self._map_position(model, initial_point, map_point)
+            if not np.all(np.isfinite(lp.loglik(q_map))):
+                raise ValueError("The log-likelihood is not finite at the MAP point.")
+        return _build_bound(lp, q_map, block_position(initial_point, self.vars))
+
+    def _map_position(self, model, initial_point, map_point) -> np.ndarray:
+        ndim = self.tall_data.ndim
+        if map_point is None:
+            reference = getattr(self, "reference", None)
+            if reference is not None:  # the base class already found the MAP
+                return np.asarray(reference.reference, dtype=np.float64)
+            map_point = find_map(model, initial_point, progressbar=self.progressbar)
+        if isinstance(map_point, dict):
+            q_map = block_position(map_point, self.vars)
+        else:
+            q_map = np.asarray(map_point, dtype=np.float64).ravel()
+        if q_map.shape != (ndim,) or not np.all(np.isfinite(q_map)):
+            raise ValueError(
+                f"map_point must give finite values for the {ndim} unconstrained coordinates "
+                f"of {list(self.tall_data.var_names)}; got shape {q_map.shape}."
+            )
+        return q_map
+
+    def _checked_bound(self, bound, initial_point, mala: bool):
+        needed = _BOUND_METHODS + (_GRADIENT_METHODS if mala else ())
+        missing = [m for m in needed if not callable(getattr(bound, m, None))]
+        if missing or getattr(bound, "n_data", None) is None:
+            raise TypeError(
+                f"bound must be 'map', 'untuned' or an object with n_data and the methods "
+                f"{list(needed)}; {type(bound).__name__} lacks {missing or ['n_data']}."
+            )
+        if int(bound.n_data) != self.tall_data.n_data:
+            raise ValueError(
+                f"The bound covers {bound.n_data} data points but the model has "
+                f"{self.tall_data.n_data}."
+            )
+        q0 = block_position(initial_point, self.vars)
+        if not np.isfinite(bound.log_bound_sum(q0)):
+            raise ValueError("The bound's log_bound_sum is not finite at the initial point.")
+        return bound
+
+    # ---------------------------------------------------------------- PyMC hooks
+    def reset_tuning(self) -> None:
+        """Restore proposal scale, covariance and ``q_db`` to their values before tuning."""
+        super().reset_tuning()
+        self.q_db = self._untuned_q_db
+        self.bright_fraction = None
+
+    def set_rng(self, rng) -> None:
+        """Per-chain hook: new generator; ``z`` is redrawn at the chain's first point."""
+        super().set_rng(rng)
+        self.firefly = None
+
+    # ---------------------------------------------------------------- sampling
+    @property
+    def settings(self) -> FireflySettings:
+        return FireflySettings(
+            q_db=self.q_db,
+            temperature=self.temperature,
+            theta_update=self.theta_update,
+            check_bound=self.check_bound,
+        )
+
+    def _transition(self, state: ChainState):
+        settings = self.settings
+        fly = self.firefly
+        fresh = fly is None or not np.array_equal(fly.position, state.position)
+        if fresh:
+            fly = new_firefly_state(self.rng, state.position, self.tall_data, self.bound, settings)
+            self.firefly = fly
+        fly, info = firefly_kernel(
+            self.rng,
+            fly,
+            self.tall_data,
+            self.bound,
+            settings,
+            scaling=self.adaptation.scaling,
+            proposal=self.proposal,
+        )
+        if fresh:  # the exact draw of z read every datum once
+            n = self.tall_data.n_data
+            info = replace(info, batch_size=n, n_lik_evals=info.n_lik_evals + n)
+        self._last_n_bright = info.n_bright
+        return ChainState(fly.position, fly.logprior), info
+
+    def _adapt(self, position: np.ndarray, accept_prob: float) -> None:
+        """Base tuning (scale, covariance) plus ``q_db`` := running mean bright fraction."""
+        was_untuned = self.proposal is self._untuned_proposal
+        super()._adapt(position, accept_prob)
+        if (
+            self.theta_update == "mala"
+            and was_untuned
+            and self.proposal is not self._untuned_proposal
+        ):
+            # MALA's optimal step with a posterior-shaped preconditioner is ~1.65 d^(-1/6)
+            # (the base class restarts random walks at 2.38 d^(-1/2)).
+            self.adaptation = ScaleAdaptation(
+                math.log(1.65 * self.tall_data.ndim ** (-1 / 6)), self.adaptation.n_updates
+            )
+        if not self.adapt_q_db:
+            return
+        average = self.bright_fraction or BrightFractionAverage(self.q_db)
+        self.bright_fraction = average.update(self._last_n_bright, self.tall_data.n_data)
+        self.q_db = float(min(MAX_TUNED_Q_DB, max(self.bright_fraction.mean, self.q_db_floor)))
+
+    def _stats(self, infos: list) -> dict:
+        stats = super()._stats(infos)
+        stats["n_bright"] = infos[-1].n_bright
+        return stats
+
+
+def _build_bound(lp, q_map: np.ndarray | None, q_init: np.ndarray):
+    """Bounds of the recognised family: MAP-tuned if ``q_map`` is given, else untuned."""
+    family = lp.family
+    if family == "bernoulli_logit":
+        if q_map is None:
+            return untuned_jaakkola_jordan(
+                lp.design, lp.offset, lp.observed, xi=UNTUNED_XI, centre=q_init
+            )
+        return map_tuned_jaakkola_jordan(lp.design, lp.offset, lp.observed, q_map)
+    if family == "student_t":
+        nu, sigma = lp.params["nu"], lp.params["sigma"]
+        if q_map is None:
+            return untuned_student_t(lp.design, lp.offset, lp.observed, nu, sigma, centre=q_init)
+        return map_tuned_student_t(lp.design, lp.offset, lp.observed, nu, sigma, q_map)
+    if family == "categorical_logit":
+        common = {"coef_map": lp.coef_map, "coef_offset": lp.coef_offset}
+        if q_map is None:
+            return untuned_bohning(
+                lp.design, lp.offset, lp.observed, lp.n_classes, centre=q_init, **common
+            )
+        return map_tuned_bohning(lp.design, lp.offset, lp.observed, lp.n_classes, q_map, **common)
+    raise AssertionError(f"unexpected family {family!r}")  # guarded by the caller

@@ -1,0 +1,459 @@
+"""FlyMC kernel: brightness store, z update, numerics, cost accounting and exactness.
+
+The exactness tests run the pure-numpy kernel on a 2-D logistic regression whose
+posterior is integrated on a fine grid, and compare means, variances and CDF
+values with tolerances of 4 Monte Carlo standard errors (batch means). A
+deliberately invalid bound (negative control) must fail the same comparison.
+"""
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+from scipy import optimize, special
+
+from pymc_minibatch_mh.bounds.collapsed import LinearQuadraticBound
+from pymc_minibatch_mh.bounds.jaakkola_jordan import (
+    map_tuned_jaakkola_jordan,
+    untuned_jaakkola_jordan,
+)
+from pymc_minibatch_mh.kernels.firefly import (
+    BrightFractionAverage,
+    BrightnessStore,
+    FireflySettings,
+    InvalidBoundError,
+    brightness_update,
+    draw_brightness,
+    firefly_kernel,
+    geometric_positions,
+    log_tilde_likelihood,
+    new_firefly_state,
+)
+from pymc_minibatch_mh.kernels.proposals import RandomWalkProposal
+from pymc_minibatch_mh.kernels.target import ArrayTarget
+
+N, PRIOR_SD = 200, 3.0
+Z_TOL = 4.0
+
+
+# ---------------------------------------------------------------- brightness store
+def test_store_matches_a_reference_set_under_random_operations():
+    rng = np.random.default_rng(0)
+    n = 1000
+    store = BrightnessStore(n)
+    mask = np.zeros(n, dtype=bool)
+    for _ in range(300):
+        bright, dark = np.flatnonzero(mask), np.flatnonzero(~mask)
+        off = rng.choice(bright, size=rng.integers(0, bright.size + 1), replace=False)
+        on = rng.choice(dark, size=rng.integers(0, min(dark.size, 50) + 1), replace=False)
+        store.darken(off)
+        store.brighten(on)
+        mask[off] = False
+        mask[on] = True
+        assert store.n_bright == mask.sum()
+        np.testing.assert_array_equal(np.sort(store.bright_indices()), np.flatnonzero(mask))
+        np.testing.assert_array_equal(np.sort(store.dark_indices()), np.flatnonzero(~mask))
+        store.check_consistency()
+    np.testing.assert_array_equal(store.mask(), mask)
+    i = np.arange(store.n_bright)
+    np.testing.assert_array_equal(store.ith_bright(i), store.bright_indices())
+    np.testing.assert_array_equal(store.ith_dark(np.arange(store.n_dark)), store.dark_indices())
+    np.testing.assert_array_equal(store.is_bright(np.arange(n)), mask)
+
+
+def test_store_single_operations_and_construction():
+    store = BrightnessStore(5, np.array([True, False, True, False, False]))
+    assert store.n_bright == 2 and store.n_dark == 3
+    store.check_consistency()
+    store.brighten([4])
+    assert set(store.bright_indices()) == {0, 2, 4}
+    store.darken([0])
+    assert set(store.bright_indices()) == {2, 4}
+    assert set(store.dark_indices()) == {0, 1, 3}
+    store.check_consistency()
+    assert BrightnessStore(5, [2, 4]) == store  # from indices
+    assert BrightnessStore(5).n_bright == 0
+
+
+def test_store_rejects_invalid_operations():
+    store = BrightnessStore(6, [1, 2])
+    with pytest.raises(ValueError, match="dark"):
+        store.brighten([1])
+    with pytest.raises(ValueError, match="bright"):
+        store.darken([3])
+    with pytest.raises(ValueError, match="distinct"):
+        store.brighten([3, 3])
+    with pytest.raises(IndexError):
+        store.darken([6])
+    with pytest.raises(IndexError):
+        store.ith_bright(2)
+    store.check_consistency()
+
+
+def test_store_consistency_check_catches_corruption():
+    store = BrightnessStore(10, [1, 5])
+    store.tab[3] = 0
+    with pytest.raises(AssertionError):
+        store.check_consistency()
+
+
+def test_store_pickles_and_copies():
+    store = BrightnessStore(50, np.arange(0, 50, 3))
+    again = pickle.loads(pickle.dumps(store))
+    again.check_consistency()
+    assert again == store
+    other = store.copy()
+    other.darken([0])
+    assert other != store and store.is_bright([0])[0]
+
+
+# ---------------------------------------------------------------- geometric skips
+def test_geometric_positions_are_independent_coin_flips():
+    rng = np.random.default_rng(1)
+    length, prob, reps = 40, 0.15, 20000
+    counts = np.zeros(length)
+    sizes = np.empty(reps)
+    for r in range(reps):
+        pos = geometric_positions(rng, prob, length)
+        assert np.all(np.diff(pos) > 0) and (pos.size == 0 or (pos[0] >= 0 and pos[-1] < length))
+        counts[pos] += 1
+        sizes[r] = pos.size
+    sd = math.sqrt(reps * prob * (1 - prob))
+    assert np.all(np.abs(counts - reps * prob) < 5 * sd)
+    assert abs(sizes.mean() - length * prob) < 5 * math.sqrt(length * prob * (1 - prob) / reps)
+    assert abs(sizes.var() - length * prob * (1 - prob)) < 0.1 * length * prob
+
+
+def test_geometric_positions_edge_cases():
+    rng = np.random.default_rng(2)
+    np.testing.assert_array_equal(geometric_positions(rng, 1.0, 7), np.arange(7))
+    assert geometric_positions(rng, 0.5, 0).size == 0
+    assert geometric_positions(rng, 1e-12, 10**9).size <= 5
+    big = geometric_positions(rng, 0.3, 10**6)  # several chunks are never needed, but allowed
+    assert abs(big.size - 3e5) < 5 * math.sqrt(3e5 * 0.7)
+
+
+# ---------------------------------------------------------------- numerics
+def test_log_tilde_likelihood_is_accurate_and_stable():
+    gaps = np.array([1e-300, 1e-14, 1e-8, 0.5, 3.0, 40.0, 800.0])
+    out = log_tilde_likelihood(gaps, np.zeros_like(gaps))
+    # reference: log(exp(g) - 1) = log(expm1(g)), or g + log1p(-exp(-g)) for large g
+    ref = np.where(
+        gaps < 30, np.log(np.expm1(np.minimum(gaps, 30))), gaps + np.log1p(-np.exp(-gaps[-1]))
+    )
+    np.testing.assert_allclose(out, ref, rtol=1e-13)
+    # temperature divides the gap
+    np.testing.assert_allclose(
+        log_tilde_likelihood([2.0], [0.0], temperature=4.0), np.log(np.expm1(0.5)), rtol=1e-14
+    )
+    # touching points (within rounding) have Ltilde = 0; -inf log L gives -inf
+    assert np.all(log_tilde_likelihood([0.0, -1e-15, -np.inf], [0.0, 0.0, 0.0]) == -np.inf)
+
+
+def test_log_tilde_likelihood_detects_invalid_bounds():
+    with pytest.raises(InvalidBoundError, match="row 7"):
+        log_tilde_likelihood([-1.0], [-0.9], rows=np.array([7]))
+    # with the check off a violation is treated as Ltilde = 0
+    assert log_tilde_likelihood([-1.0], [-0.9], check=False)[0] == -np.inf
+
+
+def test_bright_fraction_average_forgets_burn_in():
+    avg = BrightFractionAverage(0.01)
+    for _ in range(200):
+        avg = avg.update(500, 1000)
+    assert avg.mean == pytest.approx(0.5)
+    for _ in range(1000):
+        avg = avg.update(1, 1000)
+    assert avg.mean == pytest.approx(1e-3, rel=1e-3)
+
+
+# ---------------------------------------------------------------- logistic problem
+class CountingTarget:
+    """Logistic-regression target (with gradients) that counts likelihood rows evaluated."""
+
+    def __init__(self, x, y, prior_sd):
+        self.x, self.t, self.prior_sd = x, 2.0 * y - 1.0, prior_sd
+        self.n_data = x.shape[0]
+        self.rows = 0
+        self.grad_rows = 0
+
+    def loglik(self, q, idx):
+        self.rows += len(idx)
+        return special.log_expit(self.t[idx] * (self.x[idx] @ q))
+
+    def loglik_full(self, q):
+        return self.loglik(q, np.arange(self.n_data))
+
+    def loglik_diff(self, q_new, q_old, idx):
+        return self.loglik(q_new, idx) - self.loglik(q_old, idx)
+
+    def logprior(self, q):
+        return float(-0.5 * np.sum(q**2) / self.prior_sd**2)
+
+    def loglik_weighted_grad(self, q, idx, weights):
+        self.grad_rows += len(idx)
+        s = self.t[idx] * (self.x[idx] @ q)
+        return self.x[idx].T @ (weights * self.t[idx] * special.expit(-s))
+
+    def logprior_grad(self, q):
+        return -q / self.prior_sd**2
+
+
+@pytest.fixture(scope="module")
+def logistic():
+    rng = np.random.default_rng(11)
+    x = np.column_stack([np.ones(N), rng.normal(size=N)])
+    y = (rng.random(N) < special.expit(x @ np.array([0.5, -1.0]))).astype(float)
+    target = CountingTarget(x, y, PRIOR_SD)
+    full = np.arange(N)
+    q_map = optimize.minimize(
+        lambda q: -(target.loglik(q, full).sum() + target.logprior(q)), np.zeros(2)
+    ).x
+    return {"x": x, "y": y, "target": target, "q_map": q_map}
+
+
+_GRID_CACHE = {}
+
+
+def _grid_moments(logistic, temperature):
+    """Exact posterior expectations of the test statistics by 2-D quadrature (cached)."""
+    if temperature not in _GRID_CACHE:
+        _GRID_CACHE[temperature] = _integrate(logistic, temperature)
+    return _GRID_CACHE[temperature]
+
+
+def _integrate(logistic, temperature):
+    x, t = logistic["x"], 2.0 * logistic["y"] - 1.0
+    centre = logistic["q_map"]
+    half = 7.0 * 0.3 * math.sqrt(temperature)  # > 7 posterior sd in each direction
+    h = half / 200
+    g0 = centre[0] + h * np.arange(-200, 201)
+    g1 = centre[1] + h * np.arange(-200, 201)
+    q = np.stack(np.meshgrid(g0, g1, indexing="ij"), axis=-1).reshape(-1, 2)
+    logp = special.log_expit(t[None, :] * (q @ x.T)).sum(1) / temperature
+    logp -= 0.5 * np.sum(q**2, axis=1) / PRIOR_SD**2
+    w = np.exp(logp - logp.max())
+    w /= w.sum()
+    mean = w @ q
+    var = w @ (q - mean) ** 2
+    # CDF at cell boundaries (midpoint rule is then second-order accurate)
+    cuts = []
+    for j, grid in enumerate((g0, g1)):
+        marg = np.bincount(np.searchsorted(grid, q[:, j]), weights=w, minlength=grid.size)
+        cdf = np.cumsum(marg)
+        picks = [int(np.searchsorted(cdf, p)) for p in (0.1, 0.5, 0.9)]
+        cuts.append([(grid[i] + h / 2, cdf[i]) for i in picks])
+    return mean, var, cuts
+
+
+def _statistics(draws, mean, cuts):
+    cols, exact = [], []
+    for j in range(2):
+        cols.append(draws[:, j])
+        cols.append((draws[:, j] - mean[j]) ** 2)
+        for cut, prob in cuts[j]:
+            cols.append((draws[:, j] <= cut).astype(float))
+            exact.append(prob)
+    return np.column_stack(cols), exact
+
+
+def _z_scores(draws, reference, n_batches=50):
+    mean, var, cuts = reference
+    stats, probs = _statistics(draws, mean, cuts)
+    targets = []
+    p = iter(probs)
+    for j in range(2):
+        targets += [mean[j], var[j], next(p), next(p), next(p)]
+    batches = stats[: len(stats) // n_batches * n_batches].reshape(n_batches, -1, stats.shape[1])
+    mcse = batches.mean(axis=1).std(axis=0, ddof=1) / math.sqrt(n_batches)
+    return (stats.mean(axis=0) - np.array(targets)) / mcse
+
+
+def _run(logistic, bound, settings, *, scaling, iters, seed, start=None):
+    rng = np.random.default_rng(seed)
+    target = logistic["target"]
+    start = logistic["q_map"] if start is None else start
+    state = new_firefly_state(rng, start, target, bound, settings)
+    draws = np.empty((iters, 2))
+    n_bright = np.empty(iters)
+    accepted = 0
+    for i in range(iters):
+        state, info = firefly_kernel(rng, state, target, bound, settings, scaling=scaling)
+        draws[i] = state.position
+        n_bright[i] = info.n_bright
+        accepted += info.accepted
+    state.store.check_consistency()
+    return draws[iters // 20 :], n_bright, accepted / iters
+
+
+ITERS = 20_000
+
+
+@pytest.mark.parametrize(
+    ("kind", "theta_update", "temperature", "q_db", "scaling"),
+    [
+        ("untuned", "rw", 1.0, 0.1, 0.35),
+        ("map", "rw", 1.0, 0.01, 0.35),
+        ("map", "rw", 3.0, 0.05, 0.6),
+        ("untuned", "mala", 1.0, 0.1, 0.2),
+    ],
+)
+def test_flymc_matches_grid_posterior(logistic, kind, theta_update, temperature, q_db, scaling):
+    x, y = logistic["x"], logistic["y"]
+    if kind == "untuned":
+        bound = untuned_jaakkola_jordan(x, 0.0, y)
+    else:
+        bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
+    settings = FireflySettings(q_db=q_db, temperature=temperature, theta_update=theta_update)
+    draws, n_bright, acc = _run(logistic, bound, settings, scaling=scaling, iters=ITERS, seed=3)
+    assert 0.1 < acc < 0.9
+    z = _z_scores(draws, _grid_moments(logistic, temperature))
+    print("z-scores", z.round(2))
+    assert np.all(np.abs(z) < Z_TOL), z.round(2)
+    if kind == "map" and temperature == 1.0:
+        assert n_bright.mean() < 0.05 * N  # tight bounds: few bright points
+
+
+def test_negative_control_invalid_bound_fails(logistic):
+    """A "bound" that exceeds L near its anchors for the y = 1 data biases the chain."""
+    x, y = logistic["x"], logistic["y"]
+    good = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
+    bad = LinearQuadraticBound.from_coefficients(
+        x,
+        0.0,
+        good.anchor,
+        good.value + 0.1 * (y == 1),
+        good.slope,
+        good.curvature,
+        centre=logistic["q_map"],
+    )
+    settings = FireflySettings(q_db=0.05, check_bound=False)
+    draws, _, _ = _run(logistic, bad, settings, scaling=0.35, iters=ITERS, seed=3)
+    z = _z_scores(draws, _grid_moments(logistic, 1.0))
+    print("z-scores", z.round(2))
+    assert np.any(np.abs(z) >= Z_TOL), z.round(2)
+    # and with the check on (the default) the violation is reported
+    with pytest.raises(InvalidBoundError, match="exceeds the likelihood"):
+        _run(logistic, bad, FireflySettings(q_db=0.05), scaling=0.35, iters=10, seed=3)
+
+
+# ---------------------------------------------------------------- z | theta
+def test_brightness_update_keeps_the_conditional_of_z(logistic):
+    """From all-dark, repeated implicit updates at fixed theta converge to p(z_n | theta)."""
+    x, y, target = logistic["x"], logistic["y"], logistic["target"]
+    bound = untuned_jaakkola_jordan(x, 0.0, y)
+    q = logistic["q_map"] + np.array([0.3, -0.2])
+    settings = FireflySettings(q_db=0.2)
+    rng = np.random.default_rng(5)
+    state = new_firefly_state(rng, q, target, bound, settings)
+    state.store.darken(state.store.bright_indices().copy())
+    reps, burn = 6000, 200
+    freq = np.zeros(N)
+    for r in range(reps + burn):
+        brightness_update(rng, state, target, bound, settings)
+        if r >= burn:
+            freq += state.store.mask()
+    freq /= reps
+    log_l = target.loglik(q, np.arange(N))
+    p = -np.expm1(bound.log_bound(q, np.arange(N)) - log_l)
+    # successive z are correlated; 6 binomial sd is a loose but meaningful band
+    assert np.all(np.abs(freq - p) < 6 * np.sqrt(p * (1 - p) / reps) + 2e-3)
+    # the exact draw has the same frequencies
+    counts = np.zeros(N)
+    for _ in range(2000):
+        store, _ = draw_brightness(rng, q, target, bound, settings)
+        counts += store.mask()
+    assert np.all(np.abs(counts / 2000 - p) < 5 * np.sqrt(p * (1 - p) / 2000) + 1e-3)
+
+
+# ---------------------------------------------------------------- cost accounting
+def test_stats_count_the_likelihood_rows_actually_evaluated(logistic):
+    x, y = logistic["x"], logistic["y"]
+    target = CountingTarget(x, y, PRIOR_SD)
+    bound = untuned_jaakkola_jordan(x, 0.0, y)
+    for update in ("rw", "mala"):
+        settings = FireflySettings(q_db=0.1, theta_update=update)
+        rng = np.random.default_rng(8)
+        state = new_firefly_state(rng, logistic["q_map"], target, bound, settings)
+        for _ in range(200):
+            before, before_grad, n_bright = target.rows, target.grad_rows, state.store.n_bright
+            state, info = firefly_kernel(rng, state, target, bound, settings, scaling=0.3)
+            used = target.rows - before
+            assert info.batch_size == used  # bright rows at the proposal + proposed dark rows
+            assert info.n_lik_evals == used + target.grad_rows - before_grad
+            assert info.batch_size >= n_bright
+            assert info.n_bright == state.store.n_bright
+            assert 0.0 <= info.accept <= 1.0
+
+
+def test_proposal_outside_prior_support_is_rejected_without_data(logistic):
+    x, y = logistic["x"], logistic["y"]
+
+    class Walled(CountingTarget):
+        def logprior(self, q):
+            return -np.inf if q[0] > 0.9 else super().logprior(q)
+
+        def loglik(self, q, idx):
+            assert q[0] <= 0.9, "likelihood evaluated outside the prior support"
+            return super().loglik(q, idx)
+
+    target = Walled(x, y, PRIOR_SD)
+    bound = untuned_jaakkola_jordan(x, 0.0, y)
+    settings = FireflySettings(q_db=0.1)
+    rng = np.random.default_rng(9)
+    state = new_firefly_state(rng, np.array([0.85, -1.0]), target, bound, settings)
+    walls = 0
+    for _ in range(300):
+        state, info = firefly_kernel(rng, state, target, bound, settings, scaling=0.3)
+        assert state.position[0] <= 0.9
+        walls += info.accept == 0.0
+    assert walls > 0
+
+
+def test_preconditioned_proposal_and_reproducibility(logistic):
+    x, y, target = logistic["x"], logistic["y"], logistic["target"]
+    bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
+    proposal = RandomWalkProposal.from_covariance(np.array([[0.03, -0.01], [-0.01, 0.05]]), 2)
+    for update in ("rw", "mala"):
+        settings = FireflySettings(q_db=0.02, theta_update=update)
+        paths = []
+        for _ in range(2):
+            rng = np.random.default_rng(21)
+            state = new_firefly_state(rng, logistic["q_map"], target, bound, settings)
+            path = []
+            for _ in range(100):
+                state, _ = firefly_kernel(
+                    rng, state, target, bound, settings, scaling=1.0, proposal=proposal
+                )
+                path.append(state.position.copy())
+            paths.append(np.array(path))
+        np.testing.assert_array_equal(paths[0], paths[1])
+        assert np.unique(paths[0][:, 0]).size > 10  # the chain moves
+
+
+def test_settings_validation():
+    with pytest.raises(ValueError, match="q_db"):
+        FireflySettings(q_db=0.0)
+    with pytest.raises(ValueError, match="temperature"):
+        FireflySettings(q_db=0.1, temperature=0.0)
+    with pytest.raises(ValueError, match="theta_update"):
+        FireflySettings(q_db=0.1, theta_update="hmc")
+
+
+def test_array_target_works_for_random_walk(logistic):
+    """The kernel needs no gradients for random-walk updates (plain ArrayTarget)."""
+    x, y = logistic["x"], logistic["y"]
+    t = 2 * y - 1
+    target = ArrayTarget(
+        N,
+        lambda q, idx: special.log_expit(t[idx] * (x[idx] @ q)),
+        lambda q: float(-0.5 * np.sum(q**2) / PRIOR_SD**2),
+    )
+    bound = untuned_jaakkola_jordan(x, 0.0, y)
+    settings = FireflySettings(q_db=0.1)
+    rng = np.random.default_rng(4)
+    state = new_firefly_state(rng, np.zeros(2), target, bound, settings)
+    for _ in range(50):
+        state, info = firefly_kernel(rng, state, target, bound, settings, scaling=0.3)
+    assert np.isfinite(state.log_density(1.0))

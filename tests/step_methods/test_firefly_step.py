@@ -1,0 +1,267 @@
+"""FlyMC inside pm.sample: stats, seeding, multiprocessing, per-chain z, state, options."""
+
+import numpy as np
+import pymc as pm
+import pytest
+from scipy import special
+
+from pymc_minibatch_mh.bounds.bohning import SoftmaxQuadraticBound
+from pymc_minibatch_mh.bounds.collapsed import LinearQuadraticBound
+from pymc_minibatch_mh.bounds.jaakkola_jordan import untuned_jaakkola_jordan
+from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
+from pymc_minibatch_mh.step_methods.firefly import FlyMC
+
+N = 2_000
+STATS = {"accepted", "accept", "batch_size", "n_lik_evals", "scaling", "n_bright"}
+SAMPLE = {"progressbar": False, "compute_convergence_checks": False}
+
+
+def _posterior(idata):
+    return idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
+
+
+def _stats(idata, group="sample_stats"):
+    return getattr(idata, group) if hasattr(idata, group) else idata[group]
+
+
+@pytest.fixture(scope="module")
+def logistic():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(N, 2))
+    y = (rng.random(N) < special.expit(0.3 + x @ np.array([1.0, -0.5]))).astype(int)
+    with pm.Model() as model:
+        alpha = pm.Normal("alpha", 0, 5)
+        beta = pm.Normal("beta", 0, 5, shape=2)
+        pm.Bernoulli("y", logit_p=alpha + x @ beta, observed=y)
+        map_point = pm.find_MAP(progressbar=False)
+    return {"model": model, "x": x, "y": y, "map": map_point}
+
+
+def _sample(case, step_kwargs=None, **kwargs):
+    kwargs = {"draws": 100, "tune": 100, "chains": 1, "cores": 1, **SAMPLE, **kwargs}
+    step_kwargs = {"map_point": case["map"], **(step_kwargs or {})}
+    with case["model"]:
+        return pm.sample(step=FlyMC(**step_kwargs), **kwargs)
+
+
+def test_defaults_run_and_report_stats(logistic):
+    with logistic["model"]:
+        step = FlyMC(progressbar=False)  # finds the MAP itself
+        idata = pm.sample(
+            step=step,
+            draws=150,
+            tune=150,
+            chains=1,
+            random_seed=1,
+            discard_tuned_samples=False,
+            **SAMPLE,
+        )
+    q_map = np.concatenate([np.ravel(logistic["map"][k]) for k in ("alpha", "beta")])
+    np.testing.assert_allclose(step.bound.collapsed.centre, q_map, atol=1e-3)
+    stats = _stats(idata)
+    warmup = _stats(idata, "warmup_sample_stats")
+    assert STATS <= set(stats.data_vars)
+    assert np.asarray(warmup["batch_size"])[0, 0] == N  # z drawn exactly at the start
+    batch = np.asarray(stats["batch_size"])[0]
+    n_bright = np.asarray(stats["n_bright"])[0]
+    assert np.all((batch >= 0) & (batch <= N))
+    assert np.all(np.asarray(stats["n_lik_evals"]) >= np.asarray(stats["batch_size"]))
+    assert np.all((n_bright >= 0) & (n_bright <= N))
+    assert np.asarray(stats["accepted"]).dtype == bool
+    assert np.issubdtype(np.asarray(stats["n_bright"]).dtype, np.integer)
+    assert batch.mean() < 0.05 * N  # MAP-tuned bounds, after tuning
+    alpha = np.asarray(_posterior(idata)["alpha"])[0]
+    assert abs(alpha.mean() - logistic["map"]["alpha"]) < 0.2
+
+
+def test_same_seed_same_draws_different_seed_different(logistic):
+    a = _sample(logistic, random_seed=7, chains=2)
+    b = _sample(logistic, random_seed=7, chains=2)
+    c = _sample(logistic, random_seed=8, chains=2)
+    al_a, al_b, al_c = (np.asarray(_posterior(i)["alpha"]) for i in (a, b, c))
+    np.testing.assert_array_equal(al_a, al_b)
+    assert not np.array_equal(al_a, al_c)
+    assert not np.array_equal(al_a[0], al_a[1])
+
+
+@pytest.mark.parametrize("mp_ctx", ["fork", "spawn"])
+def test_multiprocess_sampling_is_reproducible(logistic, mp_ctx):
+    a = _sample(logistic, random_seed=11, chains=2, cores=2, mp_ctx=mp_ctx)
+    b = _sample(logistic, random_seed=11, chains=2, cores=1)
+    np.testing.assert_array_equal(
+        np.asarray(_posterior(a)["beta"]), np.asarray(_posterior(b)["beta"])
+    )
+    np.testing.assert_array_equal(
+        np.asarray(_stats(a)["n_bright"]), np.asarray(_stats(b)["n_bright"])
+    )
+
+
+def test_z_is_per_chain(logistic):
+    idata = _sample(logistic, random_seed=5, chains=2, tune=0, draws=60)
+    batch = np.asarray(_stats(idata)["batch_size"])
+    # every chain starts by drawing z exactly (N rows), then only touches a few rows
+    np.testing.assert_array_equal(batch[:, 0], [N, N])
+    assert np.all(batch[:, 1:] < N)
+    with logistic["model"]:
+        step = FlyMC(map_point=logistic["map"])
+    point = logistic["model"].initial_point()
+    step.set_rng(np.random.default_rng(1))
+    point, _ = step.step(point)
+    assert step.firefly is not None
+    step.set_rng(np.random.default_rng(2))  # a new chain
+    assert step.firefly is None
+
+
+def test_sampling_state_roundtrip_restores_z(logistic):
+    with logistic["model"]:
+        step = FlyMC(map_point=logistic["map"], q_db=0.2, bound="untuned")
+    step.set_rng(np.random.default_rng(4))
+    point = logistic["model"].initial_point()
+    for _ in range(5):
+        point, _ = step.step(point)
+    state = step.sampling_state
+    assert state.firefly is not None and state.firefly.store.n_bright > 0
+    z_before = step.firefly.store.mask().copy()
+    first, stats_first = step.step(point)
+    assert not np.array_equal(step.firefly.store.mask(), z_before)  # z moved
+    step.sampling_state = state
+    np.testing.assert_array_equal(step.firefly.store.mask(), z_before)
+    again, stats_again = step.step(point)
+    np.testing.assert_array_equal(first["beta"], again["beta"])
+    assert stats_first[0]["batch_size"] == stats_again[0]["batch_size"] < N  # no redraw
+
+
+def test_handing_another_point_redraws_z(logistic):
+    with logistic["model"]:
+        step = FlyMC(map_point=logistic["map"])
+    step.set_rng(np.random.default_rng(4))
+    point = logistic["model"].initial_point()
+    point, stats = step.step(point)
+    assert stats[0]["batch_size"] == N
+    point, stats = step.step(point)
+    assert stats[0]["batch_size"] < N
+    moved = {**point, "alpha": point["alpha"] + 0.01}
+    _, stats = step.step(moved)
+    assert stats[0]["batch_size"] == N
+
+
+def test_q_db_tunes_to_the_bright_fraction_and_resets(logistic):
+    with logistic["model"]:
+        step = FlyMC(map_point=logistic["map"])
+        assert step.q_db == 0.01  # the paper's value before tuning
+        idata = pm.sample(step=step, draws=100, tune=300, chains=1, random_seed=2, **SAMPLE)
+    tuned = step.q_db
+    n_bright = np.asarray(_stats(idata)["n_bright"]).mean()
+    assert 1.0 / N <= tuned < 0.01
+    assert tuned == pytest.approx(max(n_bright / N, 1.0 / N), rel=1.0, abs=2.0 / N)
+    step.reset_tuning()
+    assert step.q_db == 0.01
+    with logistic["model"]:
+        fixed = FlyMC(map_point=logistic["map"], q_db=0.05)
+        pm.sample(step=fixed, draws=20, tune=50, chains=1, random_seed=2, **SAMPLE)
+    assert fixed.q_db == 0.05
+
+
+def test_untuned_and_custom_bounds(logistic):
+    idata = _sample(logistic, {"bound": "untuned"}, random_seed=3)
+    assert float(np.asarray(_stats(idata)["n_bright"]).mean()) > 0
+    x1 = np.column_stack([np.ones(N), logistic["x"]])
+    custom = untuned_jaakkola_jordan(x1, 0.0, logistic["y"], xi=2.0)
+    with logistic["model"]:
+        step = FlyMC(bound=custom)
+        assert step.bound is custom and step.q_db == 0.01
+        pm.sample(step=step, draws=30, tune=30, chains=1, random_seed=3, **SAMPLE)
+
+
+def test_mala_option_runs(logistic):
+    idata = _sample(logistic, {"theta_update": "mala"}, random_seed=6, draws=200, tune=600)
+    stats = _stats(idata)
+    acc = float(np.asarray(stats["accepted"]).mean())
+    assert 0.2 < acc < 0.95
+    # MALA evaluates gradients over the bright points too
+    assert np.all(np.asarray(stats["n_lik_evals"]) >= np.asarray(stats["batch_size"]))
+    beta = np.asarray(_posterior(idata)["beta"])[0]
+    assert np.all(np.abs(beta.mean(0) - logistic["map"]["beta"]) < 0.2)
+
+
+def test_steps_per_draw_accumulates_and_reports_last_n_bright(logistic):
+    one = _stats(_sample(logistic, {"bound": "untuned", "q_db": 0.1}, random_seed=1))
+    five = _stats(
+        _sample(logistic, {"bound": "untuned", "q_db": 0.1, "steps_per_draw": 5}, random_seed=1)
+    )
+    assert np.mean(five["batch_size"]) > 3 * np.mean(one["batch_size"])
+    assert np.all(np.asarray(five["n_bright"]) <= N)
+
+
+def test_student_t_model_is_recognised():
+    rng = np.random.default_rng(9)
+    n = 1500
+    x = rng.normal(size=(n, 2))
+    y = x @ np.array([1.0, -2.0]) + 0.5 * rng.standard_t(4, size=n)
+    with pm.Model():
+        beta = pm.Normal("beta", 0, 5, shape=2)
+        pm.StudentT("y", nu=4, mu=x @ beta, sigma=0.5, observed=y)
+        step = FlyMC(map_point={"beta": np.array([1.0, -2.0])})
+        assert isinstance(step.bound, LinearQuadraticBound)
+        assert step.bound.family == "student_t"
+        idata = pm.sample(step=step, draws=50, tune=50, chains=1, random_seed=1, **SAMPLE)
+    assert np.all(np.isfinite(np.asarray(_posterior(idata)["beta"])))
+
+
+def test_categorical_model_is_recognised():
+    rng = np.random.default_rng(9)
+    n = 1500
+    x = rng.normal(size=(n, 2))
+    k = 3
+    w = rng.normal(size=(2, k))
+    probs = special.softmax(x @ w, axis=1)
+    cls = (rng.random(n)[:, None] > np.cumsum(probs, axis=1)).sum(axis=1)
+    with pm.Model():
+        coef = pm.Normal("coef", 0, 3, shape=(2, k))
+        pm.Categorical("c", logit_p=x @ coef, observed=cls)
+        step = FlyMC(bound="untuned")
+        assert isinstance(step.bound, SoftmaxQuadraticBound)
+        pm.sample(step=step, draws=30, tune=30, chains=1, random_seed=1, **SAMPLE)
+
+
+def test_unsupported_likelihoods_give_clear_errors():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(300, 2))
+    with pm.Model():
+        beta = pm.Normal("beta", 0, 1, shape=2)
+        pm.Poisson("y", mu=pm.math.exp(x @ beta), observed=rng.poisson(1.0, size=300))
+        with pytest.raises(UnsupportedLikelihood, match="bound=") as err:
+            FlyMC(bound="untuned")
+    assert "poisson_log" in str(err.value)
+    with pm.Model():
+        beta = pm.Normal("beta", 0, 1, shape=2)
+        sigma = pm.HalfNormal("sigma", 1)
+        pm.StudentT("y", nu=4, mu=x @ beta, sigma=sigma, observed=rng.normal(size=300))
+        with pytest.raises(ValueError, match="every free variable of the likelihood"):
+            FlyMC([beta], bound="untuned")  # sigma would be sampled by another step
+        with pytest.raises(UnsupportedLikelihood, match="sigma"):
+            FlyMC(bound="untuned")  # sigma in the block: the bound would not be quadratic
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"q_db": 0.0}, ValueError, "q_db"),
+        ({"q_db": 1.5}, ValueError, "q_db"),
+        ({"theta_update": "hmc"}, ValueError, "theta_update"),
+        ({"bound": "tight"}, ValueError, "bound"),
+        ({"bound": object()}, TypeError, "log_bound"),
+        ({"map_point": np.zeros(5)}, ValueError, "map_point"),
+        ({"temperature": 0}, ValueError, "temperature"),
+    ],
+)
+def test_bad_arguments(logistic, kwargs, error, match):
+    with logistic["model"], pytest.raises(error, match=match):
+        FlyMC(**kwargs)
+
+
+def test_custom_bound_with_wrong_size_is_refused(logistic):
+    x1 = np.column_stack([np.ones(N), logistic["x"]])
+    small = untuned_jaakkola_jordan(x1[:10], 0.0, logistic["y"][:10])
+    with logistic["model"], pytest.raises(ValueError, match="10 data points"):
+        FlyMC(bound=small)
