@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pymc_minibatch_mh.diagnostics.groups import posterior, sample_stats
+
 
 @dataclass
 class BenchmarkResult:
@@ -41,14 +43,6 @@ class BenchmarkResult:
     traces: dict
     var_names: list[str]
     notes: list[str] = field(default_factory=list)
-
-
-def _posterior(idata):
-    return idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
-
-
-def _sample_stats(idata):
-    return idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
 
 
 def _json_value(value):
@@ -112,15 +106,15 @@ def write_png(result: BenchmarkResult, path: Path, max_coordinates: int = 6) -> 
     import matplotlib.pyplot as plt
 
     coords = []
-    first = _posterior(next(iter(result.traces.values())))
+    first = posterior(next(iter(result.traces.values())))
     for name in result.var_names:
         size = int(np.prod(np.asarray(first[name]).shape[2:], dtype=int))
         coords += [(name, j) for j in range(size)]
     coords = coords[:max_coordinates]
     batched = {
-        label: np.asarray(_sample_stats(idata)["batch_size"]).ravel()
+        label: np.asarray(sample_stats(idata)["batch_size"]).ravel()
         for label, idata in result.traces.items()
-        if "batch_size" in _sample_stats(idata)
+        if "batch_size" in sample_stats(idata)
     }
     colours = {label: f"C{i}" for i, label in enumerate(result.traces)}
     n_panels = len(coords) + (1 if batched else 0)
@@ -129,7 +123,7 @@ def write_png(result: BenchmarkResult, path: Path, max_coordinates: int = 6) -> 
     fig, axes = plt.subplots(n_rows, n_cols, figsize=(4.2 * n_cols, 3.2 * n_rows), squeeze=False)
     for ax, (name, j) in zip(axes.flat, coords, strict=False):
         for label, idata in result.traces.items():
-            values = np.asarray(_posterior(idata)[name])
+            values = np.asarray(posterior(idata)[name])
             values = values.reshape(values.shape[0] * values.shape[1], -1)[:, j]
             ax.hist(
                 values, bins=40, density=True, histtype="step", label=label, color=colours[label]

@@ -1,5 +1,6 @@
 """Compare minibatch steps with NUTS on the same model."""
 
 from pymc_minibatch_mh.diagnostics.compare import compare, posterior_errors
+from pymc_minibatch_mh.diagnostics.groups import posterior, sample_stats
 
-__all__ = ["compare", "posterior_errors"]
+__all__ = ["compare", "posterior", "posterior_errors", "sample_stats"]

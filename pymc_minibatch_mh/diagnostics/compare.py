@@ -10,12 +10,14 @@ import numpy as np
 import pandas as pd
 import pymc as pm
 
+from pymc_minibatch_mh.diagnostics.groups import group
+
 StepFactory = Callable[[], object]
 
 
 def _posterior_draws(idata, var_names) -> dict[str, np.ndarray]:
     """Draws of each scalar coordinate as ``(chain * draw,)`` arrays, keyed ``name[i,j]``."""
-    posterior = idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
+    posterior = group(idata, "posterior")
     out = {}
     for name in var_names:
         values = np.asarray(posterior[name])
@@ -30,7 +32,7 @@ def _posterior_draws(idata, var_names) -> dict[str, np.ndarray]:
 
 
 def _min_ess_bulk(idata, var_names) -> float:
-    posterior = idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
+    posterior = group(idata, "posterior")
     values = []
     for name in var_names:
         draws = np.asarray(posterior[name])
@@ -55,7 +57,7 @@ def posterior_errors(
 
 
 def _sample_stat_mean(idata, name: str) -> float:
-    stats = idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
+    stats = group(idata, "sample_stats")
     if name not in stats:
         return float("nan")
     return float(np.mean(np.asarray(stats[name])))

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import arviz as az
 import numpy as np
 
+from pymc_minibatch_mh.diagnostics.groups import posterior as posterior_of  # noqa: F401
+
 
 @dataclass
 class Agreement:
@@ -58,7 +60,3 @@ def reference_moments(draws: dict[str, np.ndarray]) -> tuple[dict, dict]:
     means = {k: float(np.mean(v)) for k, v in draws.items()}
     sds = {k: float(np.std(v)) for k, v in draws.items()}
     return means, sds
-
-
-def posterior_of(idata):
-    return idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior

@@ -12,6 +12,7 @@ import pymc as pm
 import pytest
 
 from pymc_minibatch_mh import Austere, MinibatchBarker, TunaMH
+from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 from pymc_minibatch_mh.kernels.control_variates import ControlVariateTarget
 
 from .agreement import agreement, coordinate_draws, posterior_of, reference_moments
@@ -44,10 +45,6 @@ def _failures(idata, ref_mean, ref_sd, *, check_power=True):
     if check_power:
         assert not result.underpowered(MEAN_TOL), result.underpowered(MEAN_TOL)
     return result.failures(MEAN_TOL, SD_TOL)
-
-
-def _stats(idata):
-    return idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
 
 
 @pytest.mark.slow

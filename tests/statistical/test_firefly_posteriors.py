@@ -22,6 +22,7 @@ from scipy import special
 
 from pymc_minibatch_mh.bounds.collapsed import LinearQuadraticBound
 from pymc_minibatch_mh.bounds.jaakkola_jordan import map_tuned_jaakkola_jordan
+from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 from pymc_minibatch_mh.step_methods.firefly import FlyMC
 
 from .agreement import agreement, coordinate_draws, posterior_of, reference_moments
@@ -29,10 +30,6 @@ from .agreement import agreement, coordinate_draws, posterior_of, reference_mome
 MEAN_TOL, SD_TOL = 0.2, 0.2
 Z_TOL = 4.0
 SAMPLE = {"progressbar": False, "compute_convergence_checks": False}
-
-
-def _stats(idata):
-    return idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
 
 
 # ---------------------------------------------------------------- 2-D grid posterior

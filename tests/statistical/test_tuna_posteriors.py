@@ -20,6 +20,7 @@ import numpy as np
 import pymc as pm
 import pytest
 
+from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 from pymc_minibatch_mh.step_methods.tuna import TunaMH
 
 from .agreement import agreement, coordinate_draws, posterior_of, reference_moments
@@ -34,10 +35,6 @@ def _check(idata, ref_mean, ref_sd, *, negative_control=False):
     if not negative_control:
         assert not result.underpowered(MEAN_TOL), result.underpowered(MEAN_TOL)
     return result.failures(MEAN_TOL, SD_TOL)
-
-
-def _stats(idata):
-    return idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
 
 
 def _logistic_data(n, seed):

@@ -6,17 +6,11 @@ import pytensor.tensor as pt
 import pytest
 
 from pymc_minibatch_mh import Austere
+from pymc_minibatch_mh.diagnostics import posterior as _posterior
+from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 
 N = 2_000
 STATS = {"accepted", "accept", "batch_size", "n_lik_evals", "scaling", "t_stat"}
-
-
-def _posterior(idata):
-    return idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
-
-
-def _stats(idata):
-    return idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
 
 
 @pytest.fixture(scope="module")

@@ -5,17 +5,11 @@ import pymc as pm
 import pytest
 
 from pymc_minibatch_mh import MinibatchBarker
+from pymc_minibatch_mh.diagnostics import posterior as _posterior
+from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 
 N = 5_000
 SAMPLE = {"chains": 1, "cores": 1, "progressbar": False, "compute_convergence_checks": False}
-
-
-def _stats(idata):
-    return idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
-
-
-def _posterior(idata):
-    return idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
 
 
 @pytest.fixture(scope="module")

@@ -8,16 +8,13 @@ from scipy import special
 from pymc_minibatch_mh.bounds.bohning import SoftmaxQuadraticBound
 from pymc_minibatch_mh.bounds.collapsed import LinearQuadraticBound
 from pymc_minibatch_mh.bounds.jaakkola_jordan import untuned_jaakkola_jordan
+from pymc_minibatch_mh.diagnostics import posterior as _posterior
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
 from pymc_minibatch_mh.step_methods.firefly import FlyMC
 
 N = 2_000
 STATS = {"accepted", "accept", "batch_size", "n_lik_evals", "scaling", "n_bright"}
 SAMPLE = {"progressbar": False, "compute_convergence_checks": False}
-
-
-def _posterior(idata):
-    return idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
 
 
 def _stats(idata, group="sample_stats"):

@@ -10,6 +10,8 @@ from pymc_minibatch_mh.bounds.lipschitz import (
     UnsupportedBound,
     WhitenedMetric,
 )
+from pymc_minibatch_mh.diagnostics import posterior as _posterior
+from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 from pymc_minibatch_mh.kernels.tuna import BoundViolation
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
 from pymc_minibatch_mh.step_methods.tuna import TunaMH
@@ -26,14 +28,6 @@ STATS = {
     "chi",
 }
 SAMPLE = {"chains": 1, "cores": 1, "progressbar": False, "compute_convergence_checks": False}
-
-
-def _posterior(idata):
-    return idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
-
-
-def _stats(idata):
-    return idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
 
 
 def _design(seed=3, n=N):
