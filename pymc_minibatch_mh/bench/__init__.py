@@ -1,7 +1,8 @@
 """Benchmarks reproducing the shapes of the papers' experiments on synthetic data.
 
-Run ``python -m pymc_minibatch_mh.bench {tall-logistic,all} [--quick]``; results go to
-``benchmarks/results/`` as markdown, JSON and PNG files. Every run compares the
-minibatch steps with NUTS (and full-data Metropolis) in one process with
-:func:`pymc_minibatch_mh.compare`, so speed ratios come from the same machine and run.
+Run ``python -m pymc_minibatch_mh.bench {gmm,logistic,robust,tall-logistic,all}
+[--quick]``; results go to ``benchmarks/results/`` as markdown, JSON and PNG files.
+Every run compares the minibatch steps with NUTS (and full-data Metropolis) in one
+process with :func:`pymc_minibatch_mh.compare`, so speed ratios come from the same
+machine and run.
 """

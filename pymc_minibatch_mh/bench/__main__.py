@@ -1,4 +1,7 @@
-"""Command line: ``python -m pymc_minibatch_mh.bench {tall-logistic,all} [--quick]``."""
+"""Command line: ``python -m pymc_minibatch_mh.bench EXPERIMENT [--quick]``.
+
+EXPERIMENT is one of gmm, logistic, robust, tall-logistic or all.
+"""
 
 from __future__ import annotations
 

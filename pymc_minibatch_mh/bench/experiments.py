@@ -24,6 +24,7 @@ from pymc_minibatch_mh.bench.problems import (
 )
 from pymc_minibatch_mh.bench.report import BenchmarkResult, markdown_table
 from pymc_minibatch_mh.diagnostics import compare, posterior_errors
+from pymc_minibatch_mh.diagnostics.compare import posterior_draws
 
 
 @dataclass(frozen=True)
@@ -124,12 +125,6 @@ class _Group:
     tune: int
 
 
-def _reference_draws(idata, var_names: list[str]) -> dict[str, np.ndarray]:
-    from pymc_minibatch_mh.diagnostics.compare import _posterior_draws
-
-    return _posterior_draws(idata, var_names)
-
-
 def _run_groups(
     model: pm.Model,
     groups: list[_Group],
@@ -158,7 +153,7 @@ def _run_groups(
         traces.update(run)
         if reference is None:
             names = var_names or [rv.name for rv in model.free_RVs]
-            reference = _reference_draws(run["nuts"], names)
+            reference = posterior_draws(run["nuts"], names)
     if reference is None:
         raise ValueError("_run_groups needs NUTS or reference draws.")
     for group in groups:
@@ -267,7 +262,7 @@ def gmm(settings: RunSettings) -> BenchmarkResult:
         reference=reference,
     )
     nuts_idata = nuts_traces.pop("nuts")
-    mean_err, sd_err = posterior_errors(_reference_draws(nuts_idata, ["theta"]), reference)
+    mean_err, sd_err = posterior_errors(posterior_draws(nuts_idata, ["theta"]), reference)
     nuts_table.loc["nuts", ["max_mean_err_sd", "max_sd_rel_err"]] = [mean_err, sd_err]
     nuts_table = nuts_table.rename(index={"nuts": labels["nuts"]})
     traces = {labels["nuts"]: nuts_idata, **traces}

@@ -54,6 +54,8 @@ def _json_value(value):
 
 
 def _format_cell(value) -> str:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return str(int(value))
     if isinstance(value, (float, np.floating)):
         return "nan" if not math.isfinite(float(value)) else f"{float(value):.4g}"
     return str(value)
@@ -63,8 +65,8 @@ def markdown_table(table: pd.DataFrame) -> str:
     """A pipe table of ``table`` with its index as the first column (4 significant digits)."""
     header = [table.index.name or "", *map(str, table.columns)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for index, row in table.iterrows():
-        lines.append("| " + " | ".join([str(index), *map(_format_cell, row.tolist())]) + " |")
+    for index, row in zip(table.index, table.itertuples(index=False), strict=True):
+        lines.append("| " + " | ".join([str(index), *map(_format_cell, row)]) + " |")
     return "\n".join(lines)
 
 
@@ -131,9 +133,14 @@ def write_png(result: BenchmarkResult, path: Path, max_coordinates: int = 6) -> 
         ax.set_title(f"{name}[{j}]" if first[name].ndim > 2 else name)
     if batched:
         ax = axes.flat[len(coords)]
+        upper = max(float(np.max(sizes)) for sizes in batched.values())
+        edges = np.logspace(0, np.log10(max(upper, 10.0)) + 0.05, 50)
         for label, sizes in batched.items():
-            ax.hist(sizes, bins=40, histtype="step", label=label, color=colours[label])
+            ax.hist(
+                np.maximum(sizes, 1), bins=edges, histtype="step", label=label, color=colours[label]
+            )
         ax.set_title("data points read per draw")
+        ax.set_xscale("log")
         ax.set_yscale("log")
     for ax in list(axes.flat)[n_panels:]:
         ax.set_visible(False)

@@ -15,7 +15,7 @@ from pymc_minibatch_mh.diagnostics.groups import group
 StepFactory = Callable[[], object]
 
 
-def _posterior_draws(idata, var_names) -> dict[str, np.ndarray]:
+def posterior_draws(idata, var_names) -> dict[str, np.ndarray]:
     """Draws of each scalar coordinate as ``(chain * draw,)`` arrays, keyed ``name[i,j]``."""
     posterior = group(idata, "posterior")
     out = {}
@@ -147,7 +147,7 @@ def compare(
             )
         wall = time.perf_counter() - start
         traces[label] = idata
-        samples = _posterior_draws(idata, var_names)
+        samples = posterior_draws(idata, var_names)
         if ref_draws is None:
             ref_draws = samples
         ess = _min_ess_bulk(idata, var_names)
