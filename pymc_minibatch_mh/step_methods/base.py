@@ -174,7 +174,10 @@ class MinibatchStep(ArrayStepShared):
             prior_hessian = compile_prior_hessian(self.tall_data)(self.reference.reference)
             cov = laplace_covariance(self.reference, prior_hessian, self.temperature)
             self._laplace_chol = np.linalg.cholesky(cov)
-        self.start_at_reference = bool(start_at_reference) and self.reference is not None
+        # Where tuning chains start (see `start_at_reference`): centre plus chol @ z.
+        self._start_requested = bool(start_at_reference)
+        self._start_centre = None if self.reference is None else self.reference.reference
+        self._start_chol = self._laplace_chol
         self.chain_started = False
         if proposal == "rw":
             self._untuned_proposal = RandomWalkProposal.from_covariance(proposal_cov, ndim)
@@ -206,6 +209,11 @@ class MinibatchStep(ArrayStepShared):
         self._untuned_adaptation = ScaleAdaptation(math.log(scaling))
         self.adaptation = self._untuned_adaptation
         super().__init__(vars, shared, blocked=blocked, rng=rng)
+
+    @property
+    def start_at_reference(self) -> bool:
+        """Whether chains that tune start at (a Laplace draw around) the reference point."""
+        return self._start_requested and self._start_centre is not None
 
     @property
     def control_variates(self) -> bool:
@@ -323,9 +331,11 @@ class MinibatchStep(ArrayStepShared):
             self.chain_started = True
             if self.start_at_reference and self.tune:
                 # Start of a tuning phase: begin from a draw of the Laplace approximation
-                # (control variates are accurate there; tuning draws are discarded).
-                z = self.rng.standard_normal(position.size)
-                position = self.reference.reference + self._laplace_chol @ z
+                # (control variates and bounds are accurate there; tuning draws are
+                # discarded), or at the reference point itself when there is no covariance.
+                position = self._start_centre.copy()
+                if self._start_chol is not None:
+                    position += self._start_chol @ self.rng.standard_normal(position.size)
         state = ChainState(position, self.tall_data.logprior(position))
         infos = []
         for _ in range(self.steps_per_draw):

@@ -112,6 +112,9 @@ class FlyMC(MinibatchStep):
         Default 0.234 (RW) or 0.574 (MALA).
     check_bound : bool, default True
         Raise if a computed ``log L_n - log B_n`` proves the bound invalid.
+    start_at_reference : bool, default True
+        With ``bound="map"``, chains that start by tuning begin at the MAP, where the
+        bounds are tight (far from it most points are bright and mixing is slow).
     progressbar : bool, default True
         Show progress of the MAP search.
     proposal_cov, tune, adapt_cov, steps_per_draw, data_dim, model, rng, initial_point, \
@@ -276,6 +279,8 @@ compile_kwargs, blocked
             q_map = self._map_position(model, initial_point, map_point)
             if not np.all(np.isfinite(lp.loglik(q_map))):
                 raise ValueError("The log-likelihood is not finite at the MAP point.")
+            # Tuning chains start where the MAP-tuned bounds are tight.
+            self._start_centre = q_map
         return _build_bound(lp, q_map, block_position(initial_point, self.vars))
 
     def _map_position(self, model, initial_point, map_point) -> np.ndarray:
