@@ -131,6 +131,22 @@ class LipschitzBound:
     ----------
     C : float
         ``sum(c)``.
+
+    References
+    ----------
+    .. [1] Zhang, R., Cooper, A. F., De Sa, C. "Asymptotically Optimal Exact
+       Minibatch Metropolis-Hastings", NeurIPS 2020 (Assumption 1).
+
+    Examples
+    --------
+    Logistic regression: ``|d log sigmoid(s) / ds| <= 1``, so ``c_i = ||x_i||``:
+
+    >>> import numpy as np
+    >>> from pymc_minibatch_mh import LipschitzBound
+    >>> x = np.array([[3.0, 4.0], [1.0, 0.0]])
+    >>> bound = LipschitzBound.euclidean(np.linalg.norm(x, axis=1))
+    >>> bound.C, bound.metric(np.zeros(2), np.array([0.0, 0.5]))
+    (6.0, 0.5)
     """
 
     c: np.ndarray

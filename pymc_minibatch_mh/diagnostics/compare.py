@@ -45,7 +45,21 @@ def _min_ess_bulk(idata, var_names) -> float:
 def posterior_errors(
     draws: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray]
 ) -> tuple[float, float]:
-    """``(max |mean - ref mean| / ref sd, max |sd / ref sd - 1|)`` over shared coordinates."""
+    """``(max |mean - ref mean| / ref sd, max |sd / ref sd - 1|)`` over shared coordinates.
+
+    Parameters
+    ----------
+    draws, reference : mapping of str to ndarray
+        Draws of each scalar coordinate (``{"beta[0]": array}``); coordinates missing
+        from ``draws`` are skipped.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pymc_minibatch_mh.diagnostics import posterior_errors
+    >>> posterior_errors({"a": np.array([1.5, 3.5])}, {"a": np.array([0.0, 2.0])})
+    (1.5, 0.0)
+    """
     mean_err, sd_err = 0.0, 0.0
     for key, ref in reference.items():
         if key not in draws:
@@ -117,6 +131,12 @@ def compare(
     --------
     >>> from pymc_minibatch_mh import MinibatchBarker, compare
     >>> table = compare(model, {"barker": MinibatchBarker}, draws=500, tune=500)  # doctest: +SKIP
+
+    References
+    ----------
+    .. [1] Vehtari, A., Gelman, A., Simpson, D., Carpenter, B., Bürkner, P.-C.
+       "Rank-normalization, folding, and localization: an improved R-hat for assessing
+       convergence of MCMC", Bayesian Analysis 16, 2021 (bulk ESS).
     """
     if var_names is None:
         var_names = [rv.name for rv in model.free_RVs]

@@ -10,10 +10,24 @@ def group(idata, name: str):
 
 
 def posterior(idata):
-    """The ``posterior`` group of ``pm.sample``'s result, on PyMC 5 and PyMC 6."""
+    """The ``posterior`` group of ``pm.sample``'s result, on PyMC 5 and PyMC 6.
+
+    Examples
+    --------
+    >>> from pymc_minibatch_mh.diagnostics import posterior
+    >>> posterior({"posterior": "draws"})
+    'draws'
+    """
     return group(idata, "posterior")
 
 
 def sample_stats(idata):
-    """The ``sample_stats`` group of ``pm.sample``'s result, on PyMC 5 and PyMC 6."""
+    """The ``sample_stats`` group of ``pm.sample``'s result, on PyMC 5 and PyMC 6.
+
+    Examples
+    --------
+    >>> from pymc_minibatch_mh.diagnostics import sample_stats
+    >>> sample_stats({"sample_stats": "stats"})
+    'stats'
+    """
     return group(idata, "sample_stats")
