@@ -172,8 +172,14 @@ class MinibatchStep(ArrayStepShared):
         self._laplace_chol = None
         if self.reference is not None:
             prior_hessian = compile_prior_hessian(self.tall_data)(self.reference.reference)
-            cov = laplace_covariance(self.reference, prior_hessian, self.temperature)
-            self._laplace_chol = np.linalg.cholesky(cov)
+            try:
+                cov = laplace_covariance(self.reference, prior_hessian, self.temperature)
+                self._laplace_chol = np.linalg.cholesky(cov)
+            except ValueError:
+                if proposal != "rw":
+                    raise
+                # Random-walk proposals need no Laplace covariance: chains that tune then
+                # start at the reference point itself.
         # Where tuning chains start (see `start_at_reference`): centre plus chol @ z.
         self._start_requested = bool(start_at_reference)
         self._start_centre = None if self.reference is None else self.reference.reference

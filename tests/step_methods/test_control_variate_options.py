@@ -122,3 +122,13 @@ def test_control_variates_need_the_whole_likelihood_in_the_block(rng):
             MinibatchBarker(
                 [mu], control_variates=True, reference_point={"mu": 0.0}, progressbar=False
             )
+
+
+def test_random_walk_with_control_variates_accepts_a_non_concave_reference(rng):
+    with pm.Model():
+        mu = pm.Normal("mu", 0, 100)
+        pm.StudentT("y", nu=1, mu=mu, sigma=1, observed=rng.normal(size=50))
+        step = MinibatchBarker(
+            control_variates=True, reference_point={"mu": 50.0}, progressbar=False
+        )
+    assert step.start_at_reference and step._start_chol is None
