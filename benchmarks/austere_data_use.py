@@ -18,12 +18,12 @@ and to ``benchmarks/results/austere_data_use.md``.
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import arviz as az
 import numpy as np
 import pymc as pm
+from single_chain import timed_single_chain
 
 from pymc_minibatch_mh import Austere, design_austere_test
 from pymc_minibatch_mh.kernels.austere_design import worst_case_error
@@ -38,25 +38,18 @@ def _run(
     rng = np.random.default_rng(seed)
     y = rng.normal(0.7, 1.0, size=n_data)
     precision = 1 / PRIOR_SD**2 + n_data
-    with pm.Model():
+    with pm.Model() as model:
         mu = pm.Normal("mu", 0, PRIOR_SD)
         pm.Normal("y", mu, 1.0, observed=y)
         step = Austere(batch_size=batch_size, epsilon=epsilon)
-        start = time.perf_counter()
-        idata = pm.sample(
-            step=step,
-            draws=draws,
-            tune=tune,
-            chains=1,
-            cores=1,
-            random_seed=seed,
-            progressbar=False,
-            compute_convergence_checks=False,
-            initvals={"mu": float(y.sum() / precision)},
-        )
-        wall = time.perf_counter() - start
-    stats = idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
-    posterior = idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
+    posterior, stats, wall = timed_single_chain(
+        model,
+        step,
+        draws=draws,
+        tune=tune,
+        seed=seed,
+        initvals={"mu": float(y.sum() / precision)},
+    )
     batch = np.asarray(stats["batch_size"]).ravel()
     draws_mu = np.asarray(posterior["mu"])
     worst_error, worst_fraction = worst_case_error(n_data, batch_size, epsilon)

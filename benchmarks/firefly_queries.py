@@ -30,11 +30,12 @@ import argparse
 import time
 from pathlib import Path
 
-import arviz as az
 import numpy as np
 import pymc as pm
 from scipy import special
+from single_chain import timed_single_chain
 
+from pymc_minibatch_mh.diagnostics.compare import ess_bulk_per_coordinate
 from pymc_minibatch_mh.step_methods.austere import Austere
 from pymc_minibatch_mh.step_methods.firefly import FlyMC
 
@@ -80,25 +81,10 @@ def run(model, label, make_step, *, draws, tune, seed, start):
         t0 = time.perf_counter()
         step = make_step()
         setup = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        idata = pm.sample(
-            step=step,
-            draws=draws,
-            tune=tune,
-            chains=1,
-            cores=1,
-            initvals=start,
-            random_seed=seed,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
-        wall = time.perf_counter() - t0
-    post = idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
-    stats = idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
-    ess = []
-    for name in ("bias", "w"):
-        values = np.asarray(post[name]).reshape(1, draws, -1)
-        ess += [float(az.ess(values[:, :, j], method="bulk")) for j in range(values.shape[2])]
+    post, stats, wall = timed_single_chain(
+        model, step, draws=draws, tune=tune, seed=seed, initvals=start
+    )
+    ess = ess_bulk_per_coordinate(post, ["bias", "w"])
     queries = float(np.asarray(stats["batch_size"]).mean())
     n_bright = float(np.asarray(stats["n_bright"]).mean()) if "n_bright" in stats else float("nan")
     row = {

@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
-import warnings
 from pathlib import Path
 
-import arviz as az
 import numpy as np
 import pymc as pm
 from scipy import special
+from single_chain import timed_single_chain
 
+from pymc_minibatch_mh.diagnostics.compare import ess_bulk_per_coordinate
 from pymc_minibatch_mh.step_methods.tuna import TunaMH
 
 PAPER = {1e-5: 504.07, 1e-4: 810.35, 5e-4: 2047.91}
@@ -50,37 +49,12 @@ def _mnist_like(seed: int = 0, n: int = 12_214, d: int = 50):
     return x, y
 
 
-def _columns(values: np.ndarray):
-    """(chain, draw) arrays, one per scalar coordinate."""
-    flat = values.reshape(values.shape[0], values.shape[1], -1)
-    return [flat[:, :, j] for j in range(flat.shape[2])]
-
-
 def _sample(model, step, draws, tune, seed):
-    with model, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        start = time.perf_counter()
-        idata = pm.sample(
-            step=step,
-            draws=draws,
-            tune=tune,
-            chains=1,
-            cores=1,
-            progressbar=False,
-            random_seed=seed,
-            compute_convergence_checks=False,
-        )
-        wall = time.perf_counter() - start
-    stats = idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
-    posterior = idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
+    posterior, stats, wall = timed_single_chain(model, step, draws=draws, tune=tune, seed=seed)
     n_data = step.tall_data.n_data
     batch = np.asarray(stats["batch_size"]).ravel()
     draws_b = np.asarray(stats["poisson_draws"]).ravel()
-    ess = min(
-        float(az.ess(column, method="bulk"))
-        for name in posterior.data_vars
-        for column in _columns(np.asarray(posterior[name]))
-    )
+    ess = min(ess_bulk_per_coordinate(posterior, list(posterior.data_vars)))
     return {
         "batch": float(batch.mean()),
         "poisson": float(draws_b.mean()),

@@ -31,15 +31,16 @@ def posterior_draws(idata, var_names) -> dict[str, np.ndarray]:
     return out
 
 
-def _min_ess_bulk(idata, var_names) -> float:
-    posterior = group(idata, "posterior")
+def ess_bulk_per_coordinate(posterior, var_names) -> list[float]:
+    """ArviZ's bulk ESS of every scalar coordinate of ``var_names`` in the ``posterior``
+    group, in order."""
     values = []
     for name in var_names:
         draws = np.asarray(posterior[name])
         draws = draws.reshape(draws.shape[0], draws.shape[1], -1)
         for j in range(draws.shape[2]):  # az.ess takes one (chain, draw) array at a time
             values.append(float(az.ess(draws[:, :, j], method="bulk")))
-    return min(values)
+    return values
 
 
 def posterior_errors(
@@ -170,7 +171,7 @@ def compare(
         samples = posterior_draws(idata, var_names)
         if ref_draws is None:
             ref_draws = samples
-        ess = _min_ess_bulk(idata, var_names)
+        ess = min(ess_bulk_per_coordinate(group(idata, "posterior"), var_names))
         if factory is None:
             steps_taken = _sample_stat_mean(idata, "n_steps")
             batch = float(n_data)

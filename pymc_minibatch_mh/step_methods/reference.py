@@ -21,9 +21,7 @@ def block_position(point: dict, value_vars: Sequence[Variable]) -> np.ndarray:
             f"variables (unconstrained names such as 'sigma_log__' for transformed ones), "
             f"e.g. the output of pm.find_MAP()."
         )
-    return np.concatenate(
-        [np.asarray(point[v.name], dtype=np.float64).ravel() for v in value_vars]
-    )
+    return np.concatenate([np.asarray(point[v.name], dtype=np.float64).ravel() for v in value_vars])
 
 
 def find_map(model: pm.Model, start: dict, *, progressbar: bool) -> dict:

@@ -21,6 +21,7 @@ import pymc as pm
 import pytest
 
 from pymc_minibatch_mh import Austere
+from pymc_minibatch_mh.diagnostics.groups import group
 
 from .agreement import agreement, coordinate_draws, posterior_of, reference_moments
 from .posteriordb import _posteriordb, _stan_to_pymc_names
@@ -42,7 +43,7 @@ def _check(idata, names, ref_mean, ref_sd, *, negative_control=False):
 
 
 def _mean_batch(idata, n_data):
-    stats = idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
+    stats = group(idata, "sample_stats")
     mean_batch = float(stats["batch_size"].mean())
     print(f"mean data per draw: {mean_batch:.0f} of N = {n_data} ({mean_batch / n_data:.0%})")
     assert 0 < mean_batch <= n_data

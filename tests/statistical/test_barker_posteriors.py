@@ -12,6 +12,7 @@ import pymc as pm
 import pytest
 
 from pymc_minibatch_mh import MinibatchBarker
+from pymc_minibatch_mh.diagnostics.groups import group
 
 from .agreement import agreement, coordinate_draws, posterior_of, reference_moments
 from .posteriordb import _posteriordb, _stan_to_pymc_names
@@ -89,7 +90,7 @@ def test_logistic_regression_matches_nuts(logistic_case):
         idata = pm.sample(step=MinibatchBarker(), draws=2500, tune=1500, random_seed=505, **SAMPLE)
     failures = _check(idata, names, ref_mean, ref_sd)
     assert not failures, failures
-    stats = idata["sample_stats"] if not hasattr(idata, "sample_stats") else idata.sample_stats
+    stats = group(idata, "sample_stats")
     assert 0 < float(stats["batch_size"].mean()) <= N_LOGIT
 
 

@@ -60,26 +60,6 @@ def test_epsilon_zero_reads_all_data(gaussian_model):
     assert np.all(np.asarray(stats["batch_size"]) == N)
 
 
-def test_same_seed_same_draws_different_seed_different(gaussian_model):
-    a = _sample(gaussian_model, random_seed=7, chains=2)
-    b = _sample(gaussian_model, random_seed=7, chains=2)
-    c = _sample(gaussian_model, random_seed=8, chains=2)
-    mu_a, mu_b, mu_c = (np.asarray(_posterior(i)["mu"]) for i in (a, b, c))
-    np.testing.assert_array_equal(mu_a, mu_b)
-    np.testing.assert_array_equal(
-        np.asarray(_stats(a)["batch_size"]), np.asarray(_stats(b)["batch_size"])
-    )
-    assert not np.array_equal(mu_a, mu_c)
-    assert not np.array_equal(mu_a[0], mu_a[1])  # chains get their own generators
-
-
-@pytest.mark.parametrize("mp_ctx", ["fork", "spawn"])
-def test_multiprocess_sampling_is_reproducible(gaussian_model, mp_ctx):
-    a = _sample(gaussian_model, random_seed=11, chains=2, cores=2, mp_ctx=mp_ctx)
-    b = _sample(gaussian_model, random_seed=11, chains=2, cores=1)
-    np.testing.assert_array_equal(np.asarray(_posterior(a)["mu"]), np.asarray(_posterior(b)["mu"]))
-
-
 def test_compound_step_with_nuts_on_other_variables(rng):
     y = rng.normal(1.0, 2.0, size=N)
     with pm.Model():
@@ -136,34 +116,6 @@ def test_steps_per_draw_accumulates_work(gaussian_model):
     assert np.mean(five["n_lik_evals"]) > 3 * np.mean(one["n_lik_evals"])
     assert np.all(np.asarray(five["batch_size"]) >= 5 * 500)
     assert np.all(~np.isnan(np.asarray(five["t_stat"])))  # the last inner test's statistic
-
-
-def test_tuning_changes_scaling_and_reset_restores(gaussian_model):
-    with gaussian_model:
-        step = Austere(scaling=1.0)
-        pm.sample(
-            step=step,
-            draws=10,
-            tune=200,
-            chains=1,
-            random_seed=1,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
-        assert step.scaling < 0.5
-        step.reset_tuning()
-        assert step.scaling == pytest.approx(1.0)
-
-
-def test_sampling_state_roundtrip(gaussian_model):
-    with gaussian_model:
-        step = Austere()
-    state = step.sampling_state
-    point = gaussian_model.initial_point()
-    first, _ = step.step(point)
-    step.sampling_state = state
-    again, _ = step.step(point)
-    assert first["mu"] == again["mu"]
 
 
 @pytest.mark.parametrize(

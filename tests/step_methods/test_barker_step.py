@@ -47,23 +47,6 @@ def test_defaults_run_and_report_stats(gaussian_model):
     assert np.asarray(stats["accepted"]).dtype == bool
 
 
-def test_same_seed_same_draws_different_seed_different(gaussian_model):
-    a = _sample(gaussian_model, random_seed=7, chains=2)
-    b = _sample(gaussian_model, random_seed=7, chains=2)
-    c = _sample(gaussian_model, random_seed=8, chains=2)
-    mu_a, mu_b, mu_c = (np.asarray(_posterior(i)["mu"]) for i in (a, b, c))
-    np.testing.assert_array_equal(mu_a, mu_b)
-    assert not np.array_equal(mu_a, mu_c)
-    assert not np.array_equal(mu_a[0], mu_a[1])  # chains get their own generators
-
-
-@pytest.mark.parametrize("mp_ctx", ["fork", "spawn"])
-def test_multiprocess_sampling_is_reproducible(gaussian_model, mp_ctx):
-    a = _sample(gaussian_model, random_seed=11, chains=2, cores=2, mp_ctx=mp_ctx)
-    b = _sample(gaussian_model, random_seed=11, chains=2, cores=1)
-    np.testing.assert_array_equal(np.asarray(_posterior(a)["mu"]), np.asarray(_posterior(b)["mu"]))
-
-
 def test_unobserved_extra_variable_gets_nuts(rng):
     y = rng.normal(1.0, 1.0, size=N)
     with pm.Model():
@@ -134,66 +117,11 @@ def test_invalid_proposals_are_rejected_without_crashing(rng):
     assert np.any(np.asarray(stats["accepted"]))  # the chain still moves
 
 
-def test_interrupted_sampling_keeps_draws(gaussian_model):
-    def stop_after_30(trace, draw):
-        if draw.draw_idx >= 30:
-            raise KeyboardInterrupt
-
-    with gaussian_model:
-        idata = pm.sample(
-            step=MinibatchBarker(),
-            draws=200,
-            tune=0,
-            chains=1,
-            cores=1,
-            random_seed=3,
-            progressbar=False,
-            callback=stop_after_30,
-            compute_convergence_checks=False,
-            discard_tuned_samples=False,
-        )
-    n = np.asarray(_posterior(idata)["mu"]).shape[1]
-    assert 30 <= n < 200
-
-
 def test_steps_per_draw_accumulates_work(gaussian_model):
     one = _stats(_sample(gaussian_model, random_seed=1))
     five = _stats(_sample(gaussian_model, {"steps_per_draw": 5}, random_seed=1))
     assert np.mean(five["n_lik_evals"]) > 3 * np.mean(one["n_lik_evals"])
     assert 0 <= float(np.min(five["accept"])) and float(np.max(five["accept"])) <= 1
-
-
-def test_tuning_changes_scaling_and_reset_restores(gaussian_model):
-    with gaussian_model:
-        step = MinibatchBarker(scaling=1.0)
-        pm.sample(
-            step=step,
-            draws=10,
-            tune=200,
-            chains=1,
-            random_seed=1,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
-        assert step.scaling < 0.5
-        step.reset_tuning()
-        assert step.scaling == pytest.approx(1.0)
-
-
-def test_sampling_state_roundtrip(gaussian_model):
-    with gaussian_model:
-        step = MinibatchBarker()
-    state = step.sampling_state
-    point = gaussian_model.initial_point()
-    first, _ = step.step(point)
-    step.sampling_state = state
-    again, _ = step.step(point)
-    assert first["mu"] == again["mu"]
-
-
-def test_no_tuning_keeps_scaling(gaussian_model):
-    idata = _sample(gaussian_model, {"scaling": 0.01, "tune": False}, random_seed=2)
-    assert np.allclose(np.asarray(_stats(idata)["scaling"]), 0.01)
 
 
 @pytest.mark.parametrize(

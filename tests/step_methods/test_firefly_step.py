@@ -9,16 +9,14 @@ from pymc_minibatch_mh.bounds.bohning import SoftmaxQuadraticBound
 from pymc_minibatch_mh.bounds.collapsed import LinearQuadraticBound
 from pymc_minibatch_mh.bounds.jaakkola_jordan import untuned_jaakkola_jordan
 from pymc_minibatch_mh.diagnostics import posterior as _posterior
+from pymc_minibatch_mh.diagnostics import sample_stats as _stats
+from pymc_minibatch_mh.diagnostics.groups import group
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
 from pymc_minibatch_mh.step_methods.firefly import FlyMC
 
 N = 2_000
 STATS = {"accepted", "accept", "batch_size", "n_lik_evals", "scaling", "n_bright"}
 SAMPLE = {"progressbar": False, "compute_convergence_checks": False}
-
-
-def _stats(idata, group="sample_stats"):
-    return getattr(idata, group) if hasattr(idata, group) else idata[group]
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +54,7 @@ def test_defaults_run_and_report_stats(logistic):
     q_map = np.concatenate([np.ravel(logistic["map"][k]) for k in ("alpha", "beta")])
     np.testing.assert_allclose(step.bound.collapsed.centre, q_map, atol=1e-3)
     stats = _stats(idata)
-    warmup = _stats(idata, "warmup_sample_stats")
+    warmup = group(idata, "warmup_sample_stats")
     assert STATS <= set(stats.data_vars)
     assert np.asarray(warmup["batch_size"])[0, 0] == N  # z drawn exactly at the start
     batch = np.asarray(stats["batch_size"])[0]
@@ -69,28 +67,6 @@ def test_defaults_run_and_report_stats(logistic):
     assert batch.mean() < 0.05 * N  # MAP-tuned bounds, after tuning
     alpha = np.asarray(_posterior(idata)["alpha"])[0]
     assert abs(alpha.mean() - logistic["map"]["alpha"]) < 0.2
-
-
-def test_same_seed_same_draws_different_seed_different(logistic):
-    a = _sample(logistic, random_seed=7, chains=2)
-    b = _sample(logistic, random_seed=7, chains=2)
-    c = _sample(logistic, random_seed=8, chains=2)
-    al_a, al_b, al_c = (np.asarray(_posterior(i)["alpha"]) for i in (a, b, c))
-    np.testing.assert_array_equal(al_a, al_b)
-    assert not np.array_equal(al_a, al_c)
-    assert not np.array_equal(al_a[0], al_a[1])
-
-
-@pytest.mark.parametrize("mp_ctx", ["fork", "spawn"])
-def test_multiprocess_sampling_is_reproducible(logistic, mp_ctx):
-    a = _sample(logistic, random_seed=11, chains=2, cores=2, mp_ctx=mp_ctx)
-    b = _sample(logistic, random_seed=11, chains=2, cores=1)
-    np.testing.assert_array_equal(
-        np.asarray(_posterior(a)["beta"]), np.asarray(_posterior(b)["beta"])
-    )
-    np.testing.assert_array_equal(
-        np.asarray(_stats(a)["n_bright"]), np.asarray(_stats(b)["n_bright"])
-    )
 
 
 def test_z_is_per_chain(logistic):

@@ -4,6 +4,7 @@ import numpy as np
 import pymc as pm
 
 from pymc_minibatch_mh import MinibatchBarker
+from pymc_minibatch_mh.diagnostics.groups import group
 
 
 def test_progress_columns_report_running_means():
@@ -32,5 +33,5 @@ def test_progress_bar_runs_inside_pm_sample():
             progressbar=True,
             compute_convergence_checks=False,
         )
-    posterior = idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
+    posterior = group(idata, "posterior")
     assert np.asarray(posterior["mu"]).shape == (1, 20)

@@ -1,0 +1,160 @@
+"""What every step method owes pm.sample: seeding, multiprocessing, interruption, tuning
+reset and the sampling state. One test per property, run over the four step classes."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pymc as pm
+import pytest
+from scipy import special
+
+from pymc_minibatch_mh import Austere, FlyMC, MinibatchBarker, TunaMH
+from pymc_minibatch_mh.diagnostics import posterior as _posterior
+from pymc_minibatch_mh.diagnostics import sample_stats as _stats
+
+N = 2_000
+SAMPLE = {"progressbar": False, "compute_convergence_checks": False}
+
+
+@pytest.fixture(scope="module")
+def gaussian_model():
+    y = np.random.default_rng(3).normal(1.0, 1.0, size=N)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 10)
+        pm.Normal("y", mu, 1.0, observed=y)
+    return model
+
+
+@pytest.fixture(scope="module")
+def logistic_model():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(N, 2))
+    y = (rng.random(N) < special.expit(0.3 + x @ np.array([1.0, -0.5]))).astype(int)
+    with pm.Model() as model:
+        alpha = pm.Normal("alpha", 0, 5)
+        beta = pm.Normal("beta", 0, 5, shape=2)
+        pm.Bernoulli("y", logit_p=alpha + x @ beta, observed=y)
+    return model
+
+
+@pytest.fixture(scope="module")
+def logistic_map(logistic_model):
+    with logistic_model:
+        return pm.find_MAP(progressbar=False)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A step class, the model it is tested on, the variable compared between runs, the
+    method's own sample stats that must be reproduced along with the draws, and a proposal
+    scale far too large for the model (FlyMC's proposal is whitened by the MAP Hessian)."""
+
+    step_class: type
+    model: str
+    variable: str
+    own_stats: tuple[str, ...] = ()
+    needs_map: bool = False
+    too_large_scaling: float = 1.0
+    kwargs: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.step_class.__name__
+
+
+CASES = [
+    Case(MinibatchBarker, "gaussian_model", "mu", ("delta_var",)),
+    Case(Austere, "gaussian_model", "mu", ("batch_size", "t_stat")),
+    Case(
+        FlyMC,
+        "logistic_model",
+        "beta",
+        ("n_bright", "batch_size"),
+        needs_map=True,
+        too_large_scaling=50.0,
+    ),
+    Case(TunaMH, "logistic_model", "beta", ("chi", "poisson_draws")),
+]
+
+
+@pytest.fixture(params=CASES, ids=str)
+def case(request):
+    """The case with its model and a step factory (FlyMC gets the MAP to skip the optimiser)."""
+    spec = request.param
+    model = request.getfixturevalue(spec.model)
+    base = {"map_point": request.getfixturevalue("logistic_map")} if spec.needs_map else {}
+
+    def make_step(**kwargs):
+        with model:
+            return spec.step_class(**{**base, **spec.kwargs, **kwargs})
+
+    return spec, model, make_step
+
+
+def _sample(case, step_kwargs=None, **kwargs):
+    spec, model, make_step = case
+    kwargs = {"draws": 100, "tune": 100, "chains": 1, "cores": 1, **SAMPLE, **kwargs}
+    with model:
+        return pm.sample(step=make_step(**(step_kwargs or {})), **kwargs)
+
+
+def test_same_seed_same_draws_different_seed_different(case):
+    spec = case[0]
+    a = _sample(case, random_seed=7, chains=2)
+    b = _sample(case, random_seed=7, chains=2)
+    c = _sample(case, random_seed=8, chains=2)
+    draws_a, draws_b, draws_c = (np.asarray(_posterior(i)[spec.variable]) for i in (a, b, c))
+    np.testing.assert_array_equal(draws_a, draws_b)
+    for name in spec.own_stats:
+        np.testing.assert_array_equal(np.asarray(_stats(a)[name]), np.asarray(_stats(b)[name]))
+    assert not np.array_equal(draws_a, draws_c)
+    assert not np.array_equal(draws_a[0], draws_a[1])  # chains get their own generators
+
+
+@pytest.mark.parametrize("mp_ctx", ["fork", "spawn"])
+def test_multiprocess_sampling_is_reproducible(case, mp_ctx):
+    spec = case[0]
+    a = _sample(case, random_seed=11, chains=2, cores=2, mp_ctx=mp_ctx)
+    b = _sample(case, random_seed=11, chains=2, cores=1)
+    np.testing.assert_array_equal(
+        np.asarray(_posterior(a)[spec.variable]), np.asarray(_posterior(b)[spec.variable])
+    )
+    for name in spec.own_stats:
+        np.testing.assert_array_equal(np.asarray(_stats(a)[name]), np.asarray(_stats(b)[name]))
+
+
+def test_interrupted_sampling_keeps_draws(case):
+    def stop_after_30(trace, draw):
+        if draw.draw_idx >= 30:
+            raise KeyboardInterrupt
+
+    idata = _sample(
+        case, draws=200, tune=0, random_seed=3, callback=stop_after_30, discard_tuned_samples=False
+    )
+    n = np.asarray(_posterior(idata)[case[0].variable]).shape[1]
+    assert 30 <= n < 200
+
+
+def test_tuning_changes_scaling_and_reset_restores(case):
+    spec, model, make_step = case
+    step = make_step(scaling=spec.too_large_scaling)
+    with model:
+        pm.sample(step=step, draws=10, tune=200, chains=1, random_seed=1, **SAMPLE)
+    assert step.scaling < 0.5 * spec.too_large_scaling
+    step.reset_tuning()
+    assert step.scaling == pytest.approx(spec.too_large_scaling)
+
+
+def test_no_tuning_keeps_scaling(case):
+    idata = _sample(case, {"scaling": 0.01, "tune": False}, random_seed=2)
+    assert np.allclose(np.asarray(_stats(idata)["scaling"]), 0.01)
+
+
+def test_sampling_state_roundtrip(case):
+    spec, model, make_step = case
+    step = make_step()
+    state = step.sampling_state
+    point = model.initial_point()
+    first, _ = step.step(point)
+    step.sampling_state = state
+    again, _ = step.step(point)
+    np.testing.assert_array_equal(first[spec.variable], again[spec.variable])
