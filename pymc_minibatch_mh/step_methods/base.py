@@ -21,7 +21,11 @@ from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptati
 from pymc_minibatch_mh.kernels.control_variates import ControlVariateTarget, TaylorProxy
 from pymc_minibatch_mh.kernels.proposals import IndependenceProposal, RandomWalkProposal
 from pymc_minibatch_mh.kernels.target import ChainState
-from pymc_minibatch_mh.likelihood import build_tall_data, likelihood_value_vars
+from pymc_minibatch_mh.likelihood import (
+    build_tall_data,
+    likelihood_value_vars,
+    recognise_linear_predictor,
+)
 from pymc_minibatch_mh.likelihood.taylor import (
     check_block_covers_likelihood,
     compile_chunk_derivatives,
@@ -215,6 +219,17 @@ class MinibatchStep(ArrayStepShared):
         self._untuned_adaptation = ScaleAdaptation(math.log(scaling))
         self.adaptation = self._untuned_adaptation
         super().__init__(vars, shared, blocked=blocked, rng=rng)
+
+    def _recognise_linear_predictor(self, model: pm.Model, initial_point: dict):
+        """The likelihood as a linear-predictor family over this step's block, checked
+        against the compiled per-datum likelihood; raises ``UnsupportedLikelihood``."""
+        return recognise_linear_predictor(
+            model,
+            self.vars,
+            shared=make_shared_replacements(initial_point, self.vars, model),
+            initial_point=initial_point,
+            check_against=self.tall_data.loglik,
+        )
 
     @property
     def start_at_reference(self) -> bool:

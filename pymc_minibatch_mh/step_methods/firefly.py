@@ -8,7 +8,6 @@ from dataclasses import replace
 
 import numpy as np
 import pymc as pm
-from pymc.pytensorf import make_shared_replacements
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch_mh.bounds.bohning import map_tuned_bohning, untuned_bohning
@@ -31,7 +30,6 @@ from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.likelihood.inspection import likelihood_value_vars
 from pymc_minibatch_mh.likelihood.linear_predictor import (
     UnsupportedLikelihood,
-    recognise_linear_predictor,
 )
 from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep, MinibatchStepState
 from pymc_minibatch_mh.step_methods.reference import block_position, find_map
@@ -245,15 +243,8 @@ compile_kwargs, blocked
             )
 
     def _recognised_bound(self, model, initial_point, kind: str, map_point):
-        shared = make_shared_replacements(initial_point, self.vars, model)
         try:
-            lp = recognise_linear_predictor(
-                model,
-                self.vars,
-                shared=shared,
-                initial_point=initial_point,
-                check_against=self.tall_data.loglik,
-            )
+            lp = self._recognise_linear_predictor(model, initial_point)
         except UnsupportedLikelihood as err:
             raise UnsupportedLikelihood(
                 f"FlyMC could not build bounds automatically: {err} FlyMC has built-in bounds "

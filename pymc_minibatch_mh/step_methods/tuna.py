@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pymc as pm
-from pymc.pytensorf import make_shared_replacements
 from pymc.step_methods.state import dataclass_state
 from pytensor.tensor.random.basic import UniformRV
 
@@ -30,7 +29,6 @@ from pymc_minibatch_mh.kernels.tuna import (
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors
 from pymc_minibatch_mh.likelihood.linear_predictor import (
     UnsupportedLikelihood,
-    recognise_linear_predictor,
 )
 from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep, MinibatchStepState
 
@@ -261,18 +259,11 @@ class TunaMH(MinibatchStep):
 
     def _recognise(self, model, initial_point, need_box: bool = True):
         """Linear-predictor likelihood and (for box families) the prior box, or a clear error."""
-        shared = make_shared_replacements(initial_point, self.vars, model)
         hint = _EXPLICIT_BOUND_HINT.format(
             names=list(self.tall_data.var_names), ndim=self.tall_data.ndim
         )
         try:
-            lp = recognise_linear_predictor(
-                model,
-                self.vars,
-                shared=shared,
-                initial_point=initial_point,
-                check_against=self.tall_data.loglik,
-            )
+            lp = self._recognise_linear_predictor(model, initial_point)
         except UnsupportedLikelihood as err:
             raise UnsupportedLikelihood(
                 f"TunaMH could not derive Lipschitz bounds from the model: {err} {hint}"
