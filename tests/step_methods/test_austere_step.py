@@ -4,36 +4,18 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+from step_sampling import N_DATA, sample_step
 
 from pymc_minibatch_mh import Austere
 from pymc_minibatch_mh.diagnostics import posterior as _posterior
 from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 
-N = 2_000
+N = N_DATA
 STATS = {"accepted", "accept", "batch_size", "n_lik_evals", "scaling", "t_stat"}
 
 
-@pytest.fixture(scope="module")
-def gaussian_model():
-    y = np.random.default_rng(3).normal(1.0, 1.0, size=N)
-    with pm.Model() as model:
-        mu = pm.Normal("mu", 0, 10)
-        pm.Normal("y", mu, 1.0, observed=y)
-    return model
-
-
 def _sample(model, step_kwargs=None, **kwargs):
-    kwargs = {
-        "draws": 100,
-        "tune": 100,
-        "chains": 1,
-        "cores": 1,
-        "progressbar": False,
-        "compute_convergence_checks": False,
-        **kwargs,
-    }
-    with model:
-        return pm.sample(step=Austere(**(step_kwargs or {})), **kwargs)
+    return sample_step(model, Austere, step_kwargs, **kwargs)
 
 
 def test_defaults_run_and_report_stats(gaussian_model):

@@ -1,9 +1,10 @@
-"""FlyMC inside pm.sample: stats, seeding, multiprocessing, per-chain z, state, options."""
+"""FlyMC inside pm.sample: stats, per-chain z and its state, bounds, options, errors."""
 
 import numpy as np
 import pymc as pm
 import pytest
 from scipy import special
+from step_sampling import N_DATA, QUIET, sample_step
 
 from pymc_minibatch_mh.bounds.bohning import SoftmaxQuadraticBound
 from pymc_minibatch_mh.bounds.collapsed import LinearQuadraticBound
@@ -14,33 +15,16 @@ from pymc_minibatch_mh.diagnostics.groups import group
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
 from pymc_minibatch_mh.step_methods.firefly import FlyMC
 
-N = 2_000
+N = N_DATA
 STATS = {"accepted", "accept", "batch_size", "n_lik_evals", "scaling", "n_bright"}
-SAMPLE = {"progressbar": False, "compute_convergence_checks": False}
 
 
-@pytest.fixture(scope="module")
-def logistic():
-    rng = np.random.default_rng(3)
-    x = rng.normal(size=(N, 2))
-    y = (rng.random(N) < special.expit(0.3 + x @ np.array([1.0, -0.5]))).astype(int)
-    with pm.Model() as model:
-        alpha = pm.Normal("alpha", 0, 5)
-        beta = pm.Normal("beta", 0, 5, shape=2)
-        pm.Bernoulli("y", logit_p=alpha + x @ beta, observed=y)
-        map_point = pm.find_MAP(progressbar=False)
-    return {"model": model, "x": x, "y": y, "map": map_point}
+def _sample(model, map_point, step_kwargs=None, **kwargs):
+    return sample_step(model, FlyMC, {"map_point": map_point, **(step_kwargs or {})}, **kwargs)
 
 
-def _sample(case, step_kwargs=None, **kwargs):
-    kwargs = {"draws": 100, "tune": 100, "chains": 1, "cores": 1, **SAMPLE, **kwargs}
-    step_kwargs = {"map_point": case["map"], **(step_kwargs or {})}
-    with case["model"]:
-        return pm.sample(step=FlyMC(**step_kwargs), **kwargs)
-
-
-def test_defaults_run_and_report_stats(logistic):
-    with logistic["model"]:
+def test_defaults_run_and_report_stats(logistic_model, logistic_map):
+    with logistic_model:
         step = FlyMC(progressbar=False)  # finds the MAP itself
         idata = pm.sample(
             step=step,
@@ -49,9 +33,9 @@ def test_defaults_run_and_report_stats(logistic):
             chains=1,
             random_seed=1,
             discard_tuned_samples=False,
-            **SAMPLE,
+            **QUIET,
         )
-    q_map = np.concatenate([np.ravel(logistic["map"][k]) for k in ("alpha", "beta")])
+    q_map = np.concatenate([np.ravel(logistic_map[k]) for k in ("alpha", "beta")])
     np.testing.assert_allclose(step.bound.collapsed.centre, q_map, atol=1e-3)
     stats = _stats(idata)
     warmup = group(idata, "warmup_sample_stats")
@@ -66,18 +50,18 @@ def test_defaults_run_and_report_stats(logistic):
     assert np.issubdtype(np.asarray(stats["n_bright"]).dtype, np.integer)
     assert batch.mean() < 0.05 * N  # MAP-tuned bounds, after tuning
     alpha = np.asarray(_posterior(idata)["alpha"])[0]
-    assert abs(alpha.mean() - logistic["map"]["alpha"]) < 0.2
+    assert abs(alpha.mean() - logistic_map["alpha"]) < 0.2
 
 
-def test_z_is_per_chain(logistic):
-    idata = _sample(logistic, random_seed=5, chains=2, tune=0, draws=60)
+def test_z_is_per_chain(logistic_model, logistic_map):
+    idata = _sample(logistic_model, logistic_map, random_seed=5, chains=2, tune=0, draws=60)
     batch = np.asarray(_stats(idata)["batch_size"])
     # every chain starts by drawing z exactly (N rows), then only touches a few rows
     np.testing.assert_array_equal(batch[:, 0], [N, N])
     assert np.all(batch[:, 1:] < N)
-    with logistic["model"]:
-        step = FlyMC(map_point=logistic["map"])
-    point = logistic["model"].initial_point()
+    with logistic_model:
+        step = FlyMC(map_point=logistic_map)
+    point = logistic_model.initial_point()
     step.set_rng(np.random.default_rng(1))
     point, _ = step.step(point)
     assert step.firefly is not None
@@ -85,11 +69,11 @@ def test_z_is_per_chain(logistic):
     assert step.firefly is None
 
 
-def test_sampling_state_roundtrip_restores_z(logistic):
-    with logistic["model"]:
-        step = FlyMC(map_point=logistic["map"], q_db=0.2, bound="untuned")
+def test_sampling_state_roundtrip_restores_z(logistic_model, logistic_map):
+    with logistic_model:
+        step = FlyMC(map_point=logistic_map, q_db=0.2, bound="untuned")
     step.set_rng(np.random.default_rng(4))
-    point = logistic["model"].initial_point()
+    point = logistic_model.initial_point()
     for _ in range(5):
         point, _ = step.step(point)
     state = step.sampling_state
@@ -104,11 +88,11 @@ def test_sampling_state_roundtrip_restores_z(logistic):
     assert stats_first[0]["batch_size"] == stats_again[0]["batch_size"] < N  # no redraw
 
 
-def test_handing_another_point_redraws_z(logistic):
-    with logistic["model"]:
-        step = FlyMC(map_point=logistic["map"])
+def test_handing_another_point_redraws_z(logistic_model, logistic_map):
+    with logistic_model:
+        step = FlyMC(map_point=logistic_map)
     step.set_rng(np.random.default_rng(4))
-    point = logistic["model"].initial_point()
+    point = logistic_model.initial_point()
     point, stats = step.step(point)
     assert stats[0]["batch_size"] == N
     point, stats = step.step(point)
@@ -118,49 +102,58 @@ def test_handing_another_point_redraws_z(logistic):
     assert stats[0]["batch_size"] == N
 
 
-def test_q_db_tunes_to_the_bright_fraction_and_resets(logistic):
-    with logistic["model"]:
-        step = FlyMC(map_point=logistic["map"])
+def test_q_db_tunes_to_the_bright_fraction_and_resets(logistic_model, logistic_map):
+    with logistic_model:
+        step = FlyMC(map_point=logistic_map)
         assert step.q_db == 0.01  # the paper's value before tuning
-        idata = pm.sample(step=step, draws=100, tune=300, chains=1, random_seed=2, **SAMPLE)
+        idata = pm.sample(step=step, draws=100, tune=300, chains=1, random_seed=2, **QUIET)
     tuned = step.q_db
     n_bright = np.asarray(_stats(idata)["n_bright"]).mean()
     assert 1.0 / N <= tuned < 0.01
     assert tuned == pytest.approx(max(n_bright / N, 1.0 / N), rel=1.0, abs=2.0 / N)
     step.reset_tuning()
     assert step.q_db == 0.01
-    with logistic["model"]:
-        fixed = FlyMC(map_point=logistic["map"], q_db=0.05)
-        pm.sample(step=fixed, draws=20, tune=50, chains=1, random_seed=2, **SAMPLE)
+    with logistic_model:
+        fixed = FlyMC(map_point=logistic_map, q_db=0.05)
+        pm.sample(step=fixed, draws=20, tune=50, chains=1, random_seed=2, **QUIET)
     assert fixed.q_db == 0.05
 
 
-def test_untuned_and_custom_bounds(logistic):
-    idata = _sample(logistic, {"bound": "untuned"}, random_seed=3)
+def test_untuned_and_custom_bounds(logistic_model, logistic_map, logistic_data):
+    idata = _sample(logistic_model, logistic_map, {"bound": "untuned"}, random_seed=3)
     assert float(np.asarray(_stats(idata)["n_bright"]).mean()) > 0
-    x1 = np.column_stack([np.ones(N), logistic["x"]])
-    custom = untuned_jaakkola_jordan(x1, 0.0, logistic["y"], xi=2.0)
-    with logistic["model"]:
+    x1 = np.column_stack([np.ones(N), logistic_data[0]])
+    custom = untuned_jaakkola_jordan(x1, 0.0, logistic_data[1], xi=2.0)
+    with logistic_model:
         step = FlyMC(bound=custom)
         assert step.bound is custom and step.q_db == 0.01
-        pm.sample(step=step, draws=30, tune=30, chains=1, random_seed=3, **SAMPLE)
+        pm.sample(step=step, draws=30, tune=30, chains=1, random_seed=3, **QUIET)
 
 
-def test_mala_option_runs(logistic):
-    idata = _sample(logistic, {"theta_update": "mala"}, random_seed=6, draws=200, tune=600)
+def test_mala_option_runs(logistic_model, logistic_map):
+    idata = _sample(
+        logistic_model, logistic_map, {"theta_update": "mala"}, random_seed=6, draws=200, tune=600
+    )
     stats = _stats(idata)
     acc = float(np.asarray(stats["accepted"]).mean())
     assert 0.2 < acc < 0.95
     # MALA evaluates gradients over the bright points too
     assert np.all(np.asarray(stats["n_lik_evals"]) >= np.asarray(stats["batch_size"]))
     beta = np.asarray(_posterior(idata)["beta"])[0]
-    assert np.all(np.abs(beta.mean(0) - logistic["map"]["beta"]) < 0.2)
+    assert np.all(np.abs(beta.mean(0) - logistic_map["beta"]) < 0.2)
 
 
-def test_steps_per_draw_accumulates_and_reports_last_n_bright(logistic):
-    one = _stats(_sample(logistic, {"bound": "untuned", "q_db": 0.1}, random_seed=1))
+def test_steps_per_draw_accumulates_and_reports_last_n_bright(logistic_model, logistic_map):
+    one = _stats(
+        _sample(logistic_model, logistic_map, {"bound": "untuned", "q_db": 0.1}, random_seed=1)
+    )
     five = _stats(
-        _sample(logistic, {"bound": "untuned", "q_db": 0.1, "steps_per_draw": 5}, random_seed=1)
+        _sample(
+            logistic_model,
+            logistic_map,
+            {"bound": "untuned", "q_db": 0.1, "steps_per_draw": 5},
+            random_seed=1,
+        )
     )
     assert np.mean(five["batch_size"]) > 3 * np.mean(one["batch_size"])
     assert np.all(np.asarray(five["n_bright"]) <= N)
@@ -177,7 +170,7 @@ def test_student_t_model_is_recognised():
         step = FlyMC(map_point={"beta": np.array([1.0, -2.0])})
         assert isinstance(step.bound, LinearQuadraticBound)
         assert step.bound.family == "student_t"
-        idata = pm.sample(step=step, draws=50, tune=50, chains=1, random_seed=1, **SAMPLE)
+        idata = pm.sample(step=step, draws=50, tune=50, chains=1, random_seed=1, **QUIET)
     assert np.all(np.isfinite(np.asarray(_posterior(idata)["beta"])))
 
 
@@ -194,7 +187,7 @@ def test_categorical_model_is_recognised():
         pm.Categorical("c", logit_p=x @ coef, observed=cls)
         step = FlyMC(bound="untuned")
         assert isinstance(step.bound, SoftmaxQuadraticBound)
-        pm.sample(step=step, draws=30, tune=30, chains=1, random_seed=1, **SAMPLE)
+        pm.sample(step=step, draws=30, tune=30, chains=1, random_seed=1, **QUIET)
 
 
 def test_unsupported_likelihoods_give_clear_errors():
@@ -228,13 +221,13 @@ def test_unsupported_likelihoods_give_clear_errors():
         ({"temperature": 0}, ValueError, "temperature"),
     ],
 )
-def test_bad_arguments(logistic, kwargs, error, match):
-    with logistic["model"], pytest.raises(error, match=match):
+def test_bad_arguments(logistic_model, kwargs, error, match):
+    with logistic_model, pytest.raises(error, match=match):
         FlyMC(**kwargs)
 
 
-def test_custom_bound_with_wrong_size_is_refused(logistic):
-    x1 = np.column_stack([np.ones(N), logistic["x"]])
-    small = untuned_jaakkola_jordan(x1[:10], 0.0, logistic["y"][:10])
-    with logistic["model"], pytest.raises(ValueError, match="10 data points"):
+def test_custom_bound_with_wrong_size_is_refused(logistic_model, logistic_data):
+    x1 = np.column_stack([np.ones(N), logistic_data[0]])
+    small = untuned_jaakkola_jordan(x1[:10], 0.0, logistic_data[1][:10])
+    with logistic_model, pytest.raises(ValueError, match="10 data points"):
         FlyMC(bound=small)

@@ -6,41 +6,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pymc as pm
 import pytest
-from scipy import special
+from step_sampling import QUIET, sample_step
 
 from pymc_minibatch_mh import Austere, FlyMC, MinibatchBarker, TunaMH
 from pymc_minibatch_mh.diagnostics import posterior as _posterior
 from pymc_minibatch_mh.diagnostics import sample_stats as _stats
-
-N = 2_000
-SAMPLE = {"progressbar": False, "compute_convergence_checks": False}
-
-
-@pytest.fixture(scope="module")
-def gaussian_model():
-    y = np.random.default_rng(3).normal(1.0, 1.0, size=N)
-    with pm.Model() as model:
-        mu = pm.Normal("mu", 0, 10)
-        pm.Normal("y", mu, 1.0, observed=y)
-    return model
-
-
-@pytest.fixture(scope="module")
-def logistic_model():
-    rng = np.random.default_rng(3)
-    x = rng.normal(size=(N, 2))
-    y = (rng.random(N) < special.expit(0.3 + x @ np.array([1.0, -0.5]))).astype(int)
-    with pm.Model() as model:
-        alpha = pm.Normal("alpha", 0, 5)
-        beta = pm.Normal("beta", 0, 5, shape=2)
-        pm.Bernoulli("y", logit_p=alpha + x @ beta, observed=y)
-    return model
-
-
-@pytest.fixture(scope="module")
-def logistic_map(logistic_model):
-    with logistic_model:
-        return pm.find_MAP(progressbar=False)
 
 
 @dataclass(frozen=True)
@@ -92,9 +62,7 @@ def case(request):
 
 def _sample(case, step_kwargs=None, **kwargs):
     spec, model, make_step = case
-    kwargs = {"draws": 100, "tune": 100, "chains": 1, "cores": 1, **SAMPLE, **kwargs}
-    with model:
-        return pm.sample(step=make_step(**(step_kwargs or {})), **kwargs)
+    return sample_step(model, make_step, step_kwargs, **kwargs)
 
 
 def test_same_seed_same_draws_different_seed_different(case):
@@ -138,7 +106,7 @@ def test_tuning_changes_scaling_and_reset_restores(case):
     spec, model, make_step = case
     step = make_step(scaling=spec.too_large_scaling)
     with model:
-        pm.sample(step=step, draws=10, tune=200, chains=1, random_seed=1, **SAMPLE)
+        pm.sample(step=step, draws=10, tune=200, chains=1, random_seed=1, **QUIET)
     assert step.scaling < 0.5 * spec.too_large_scaling
     step.reset_tuning()
     assert step.scaling == pytest.approx(spec.too_large_scaling)

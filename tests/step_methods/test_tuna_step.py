@@ -1,8 +1,9 @@
-"""TunaMH inside pm.sample: stats, seeding, multiprocessing, tuning, bounds, errors."""
+"""TunaMH inside pm.sample: stats, chi tuning, bounds, control variates, errors."""
 
 import numpy as np
 import pymc as pm
 import pytest
+from step_sampling import N_DATA, sample_step
 
 from pymc_minibatch_mh.bounds.lipschitz import (
     EuclideanMetric,
@@ -17,7 +18,7 @@ from pymc_minibatch_mh.kernels.tuna import BoundViolation
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
 from pymc_minibatch_mh.step_methods.tuna import TunaMH
 
-N = 2_000
+N = N_DATA
 STATS = {
     "accepted",
     "accept",
@@ -31,27 +32,8 @@ STATS = {
 SAMPLE = {"chains": 1, "cores": 1, "progressbar": False, "compute_convergence_checks": False}
 
 
-def _design(seed=3, n=N):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 2))
-    y = rng.random(n) < 1 / (1 + np.exp(-(0.3 + x @ np.array([1.0, -0.5]))))
-    return x, y.astype(int)
-
-
-@pytest.fixture(scope="module")
-def logistic_model():
-    x, y = _design()
-    with pm.Model() as model:
-        alpha = pm.Normal("alpha", 0, 5)
-        beta = pm.Normal("beta", 0, 5, shape=2)
-        pm.Bernoulli("y", logit_p=alpha + x @ beta, observed=y)
-    return model
-
-
 def _sample(model, step_kwargs=None, **kwargs):
-    kwargs = {"draws": 100, "tune": 100, **SAMPLE, **kwargs}
-    with model:
-        return pm.sample(step=TunaMH(**(step_kwargs or {})), **kwargs)
+    return sample_step(model, TunaMH, step_kwargs, **kwargs)
 
 
 def test_defaults_run_and_report_stats(logistic_model):
@@ -72,8 +54,8 @@ def test_defaults_run_and_report_stats(logistic_model):
     assert np.all((accept >= 0) & (accept <= 1))
 
 
-def test_the_bound_is_found_by_inspecting_the_model(logistic_model):
-    x, _ = _design()
+def test_the_bound_is_found_by_inspecting_the_model(logistic_model, logistic_data):
+    x, _ = logistic_data
     with logistic_model:
         step = TunaMH(precondition=False)
     design = np.column_stack([np.ones(N), x])  # q = (alpha, beta): intercept column first
@@ -114,14 +96,14 @@ def test_fixed_chi_is_used(logistic_model):
     assert np.all(np.asarray(_stats(idata)["chi"]) == 0.05)
 
 
-def test_preconditioned_bound_follows_the_tuned_proposal(logistic_model):
+def test_preconditioned_bound_follows_the_tuned_proposal(logistic_model, logistic_data):
     with logistic_model:
         step = TunaMH()
         pm.sample(step=step, draws=20, tune=400, random_seed=4, **SAMPLE)
     assert step.proposal.chol is not None  # the covariance was adapted
     assert isinstance(step.bound.metric, WhitenedMetric)
     np.testing.assert_array_equal(step.bound.metric.chol, step.proposal.chol)
-    x, _ = _design()
+    x, _ = logistic_data
     design = np.column_stack([np.ones(N), x])
     np.testing.assert_allclose(step.bound.c, np.linalg.norm(design @ step.proposal.chol, axis=1))
     np.testing.assert_allclose(step.alias.masses(), step.bound.c / step.bound.C, atol=1e-12)
@@ -136,8 +118,8 @@ def test_steps_per_draw_accumulates_work(logistic_model):
     assert np.all(np.asarray(five["n_kept"]) <= np.asarray(five["poisson_draws"]))
 
 
-def test_explicit_constants_and_metric(logistic_model):
-    x, _ = _design()
+def test_explicit_constants_and_metric(logistic_model, logistic_data):
+    x, _ = logistic_data
     c = 2.0 * np.linalg.norm(np.column_stack([np.ones(N), x]), axis=1)  # valid, loose
     idata = _sample(logistic_model, {"c": c, "metric": EuclideanMetric()}, random_seed=5)
     assert np.asarray(_stats(idata)["poisson_draws"]).sum() > 0
@@ -152,9 +134,9 @@ def test_wrong_user_bound_is_caught_at_construction(logistic_model):
         TunaMH(c=np.full(N, 1e-4))
 
 
-def test_wrong_user_bound_is_caught_while_sampling(logistic_model):
+def test_wrong_user_bound_is_caught_while_sampling(logistic_model, logistic_data):
     """A bound that only holds near the start: the kernel stops instead of biasing."""
-    x, _ = _design()
+    x, _ = logistic_data
     c = np.linalg.norm(np.column_stack([np.ones(N), x]), axis=1)
 
     def short_range(q, q_new):  # ||dq|| capped at 5: wrong for larger moves
