@@ -1,8 +1,6 @@
 """Austere inside pm.sample."""
 
 import numpy as np
-import pymc as pm
-import pytensor.tensor as pt
 import pytest
 from step_sampling import N_DATA, sample_step
 
@@ -40,56 +38,6 @@ def test_defaults_run_and_report_stats(gaussian_model):
 def test_epsilon_zero_reads_all_data(gaussian_model):
     stats = _stats(_sample(gaussian_model, {"epsilon": 0.0}, random_seed=1, draws=30, tune=0))
     assert np.all(np.asarray(stats["batch_size"]) == N)
-
-
-def test_compound_step_with_nuts_on_other_variables(rng):
-    y = rng.normal(1.0, 2.0, size=N)
-    with pm.Model():
-        mu = pm.Normal("mu", 0, 10)
-        sigma = pm.HalfNormal("sigma", 5)
-        pm.Normal("y", mu, sigma, observed=y)
-        idata = pm.sample(
-            step=[Austere([mu])],
-            draws=200,
-            tune=200,
-            chains=1,
-            random_seed=4,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
-    stats = _stats(idata)
-    assert "t_stat" in stats and "diverging" in stats  # both samplers ran
-    sigma_draws = np.asarray(_posterior(idata)["sigma"]).ravel()
-    assert abs(sigma_draws[100:].mean() - y.std()) < 0.2
-
-
-def test_invalid_proposals_are_rejected_without_crashing(rng):
-    y = rng.normal(0.5, 1.0, size=N)
-    with pm.Model():
-        mu = pm.Normal("mu", 0, 10)
-        # Below 0.48 the prior potential is -inf; above 0.52 the likelihood scale is
-        # negative, so every datum's log-density is -inf (NaN ratios).
-        pm.Potential("wall", pt.switch(mu < 0.48, -np.inf, 0.0))
-        pm.Normal("y", mu, pt.switch(mu > 0.52, -1.0, 1.0), observed=y)
-        idata = pm.sample(
-            step=Austere(scaling=0.03, tune=False),
-            draws=200,
-            tune=0,
-            chains=1,
-            random_seed=5,
-            progressbar=False,
-            initvals={"mu": 0.5},
-            compute_convergence_checks=False,
-        )
-    mu_draws = np.asarray(_posterior(idata)["mu"])
-    assert np.all((mu_draws >= 0.48) & (mu_draws <= 0.52))
-    stats = _stats(idata)
-    batch = np.asarray(stats["batch_size"])
-    t_stat = np.asarray(stats["t_stat"])
-    accepted = np.asarray(stats["accepted"])
-    assert np.any(batch == 0)  # the prior wall: no data touched
-    assert np.any((batch > 0) & np.isnan(t_stat) & ~accepted)  # the likelihood wall
-    assert np.any(accepted)  # the chain still moves
 
 
 def test_steps_per_draw_accumulates_work(gaussian_model):

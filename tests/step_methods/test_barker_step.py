@@ -2,7 +2,6 @@
 
 import numpy as np
 import pymc as pm
-import pytensor.tensor as pt
 import pytest
 from step_sampling import N_DATA, sample_step
 
@@ -50,53 +49,6 @@ def test_unobserved_extra_variable_gets_nuts(rng):
     assert "batch_size" in stats and "diverging" in stats  # both samplers ran
     z = np.asarray(_posterior(idata)["z"]).ravel()
     assert abs(z.mean()) < 0.3 and 0.7 < z.std() < 1.3
-
-
-def test_compound_step_with_nuts_on_other_variables(rng):
-    y = rng.normal(1.0, 2.0, size=N)
-    with pm.Model():
-        mu = pm.Normal("mu", 0, 10)
-        sigma = pm.HalfNormal("sigma", 5)
-        pm.Normal("y", mu, sigma, observed=y)
-        idata = pm.sample(
-            step=[MinibatchBarker([mu])],
-            draws=200,
-            tune=200,
-            chains=1,
-            random_seed=4,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
-    sigma_draws = np.asarray(_posterior(idata)["sigma"]).ravel()
-    assert abs(sigma_draws[100:].mean() - y.std()) < 0.2
-
-
-def test_invalid_proposals_are_rejected_without_crashing(rng):
-    y = rng.normal(0.5, 1.0, size=N)
-    with pm.Model():
-        mu = pm.Normal("mu", 0, 10)
-        # Below 0.48 the prior potential is -inf; above 0.52 the likelihood scale is
-        # negative, so every datum's log-density is -inf.
-        pm.Potential("wall", pt.switch(mu < 0.48, -np.inf, 0.0))
-        pm.Normal("y", mu, pt.switch(mu > 0.52, -1.0, 1.0), observed=y)
-        idata = pm.sample(
-            step=MinibatchBarker(scaling=0.03, tune=False),
-            draws=300,
-            tune=0,
-            chains=1,
-            random_seed=5,
-            progressbar=False,
-            initvals={"mu": 0.5},
-            compute_convergence_checks=False,
-        )
-    mu_draws = np.asarray(_posterior(idata)["mu"])
-    assert np.all(np.isfinite(mu_draws))
-    assert np.all((mu_draws >= 0.48) & (mu_draws <= 0.52))
-    stats = _stats(idata)
-    batch = np.asarray(stats["batch_size"])
-    assert np.any(batch == 0)  # some proposals hit the prior wall (no data touched)
-    assert np.any((batch > 0) & (np.asarray(stats["accept"]) == 0))  # and the likelihood wall
-    assert np.any(np.asarray(stats["accepted"]))  # the chain still moves
 
 
 def test_steps_per_draw_accumulates_work(gaussian_model):

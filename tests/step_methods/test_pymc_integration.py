@@ -5,8 +5,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 import pytest
-from step_sampling import QUIET, sample_step
+from step_sampling import N_DATA, QUIET, sample_step
 
 from pymc_minibatch_mh import Austere, FlyMC, MinibatchBarker, TunaMH
 from pymc_minibatch_mh.diagnostics import posterior as _posterior
@@ -126,3 +127,54 @@ def test_sampling_state_roundtrip(case):
     step.sampling_state = state
     again, _ = step.step(point)
     np.testing.assert_array_equal(first[spec.variable], again[spec.variable])
+
+
+# ----------------------------------------------- methods that take any likelihood
+
+# How each method reports a proposal refused because every datum's log-density is -inf.
+LIKELIHOOD_WALL = {
+    MinibatchBarker: lambda stats: np.asarray(stats["accept"]) == 0,
+    Austere: lambda stats: np.isnan(np.asarray(stats["t_stat"])) & ~np.asarray(stats["accepted"]),
+}
+
+
+@pytest.mark.parametrize("step_class", [MinibatchBarker, Austere], ids=lambda c: c.__name__)
+def test_compound_step_with_nuts_on_other_variables(rng, step_class):
+    y = rng.normal(1.0, 2.0, size=N_DATA)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 10)
+        sigma = pm.HalfNormal("sigma", 5)
+        pm.Normal("y", mu, sigma, observed=y)
+        step = step_class([mu])
+    idata = sample_step(model, lambda: [step], draws=200, tune=200, random_seed=4)
+    stats = _stats(idata)
+    assert "batch_size" in stats and "diverging" in stats  # both samplers ran
+    sigma_draws = np.asarray(_posterior(idata)["sigma"]).ravel()
+    assert abs(sigma_draws[100:].mean() - y.std()) < 0.2
+
+
+@pytest.mark.parametrize("step_class", [MinibatchBarker, Austere], ids=lambda c: c.__name__)
+def test_invalid_proposals_are_rejected_without_crashing(rng, step_class):
+    y = rng.normal(0.5, 1.0, size=N_DATA)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 10)
+        # Below 0.48 the prior potential is -inf; above 0.52 the likelihood scale is
+        # negative, so every datum's log-density is -inf (NaN ratios).
+        pm.Potential("wall", pt.switch(mu < 0.48, -np.inf, 0.0))
+        pm.Normal("y", mu, pt.switch(mu > 0.52, -1.0, 1.0), observed=y)
+    idata = sample_step(
+        model,
+        step_class,
+        {"scaling": 0.03, "tune": False},
+        draws=300,
+        tune=0,
+        random_seed=5,
+        initvals={"mu": 0.5},
+    )
+    mu_draws = np.asarray(_posterior(idata)["mu"])
+    assert np.all((mu_draws >= 0.48) & (mu_draws <= 0.52))
+    stats = _stats(idata)
+    batch = np.asarray(stats["batch_size"])
+    assert np.any(batch == 0)  # the prior wall: no data touched
+    assert np.any((batch > 0) & LIKELIHOOD_WALL[step_class](stats))  # the likelihood wall
+    assert np.any(np.asarray(stats["accepted"]))  # the chain still moves
