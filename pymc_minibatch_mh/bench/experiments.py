@@ -496,8 +496,8 @@ def logistic(settings: RunSettings) -> BenchmarkResult:
         "test is the exact full-data Barker test) or the tuned step shrinks: see its data "
         "per draw and ESS/s.",
         "PyMC's Metropolis updates one coordinate at a time: each draw reads the data "
-        f"{2 * (n_features + 1)} times (old and new point per coordinate); compare() counts N "
-        "per draw, so its lik_evals_per_ess is understated by that factor.",
+        f"{2 * (n_features + 1)} times (old and new point per coordinate); compare() counts "
+        "that in lik_evals_per_ess.",
         "Setup (MAP search, full-data Taylor sums, compilation) is paid by every step and "
         "included in wall_time_s and ESS/s.",
     ]
@@ -563,7 +563,8 @@ def robust(settings: RunSettings) -> BenchmarkResult:
         "Laplace approximation (PyMC's chains start at the model's initial point, and a "
         "random walk from there burns in slowly).",
         "PyMC's Metropolis updates one coordinate at a time: each draw reads the data "
-        f"{2 * (n_features + 1)} times; compare() counts N per draw.",
+        f"{2 * (n_features + 1)} times (old and new point per coordinate); compare() counts "
+        "that in lik_evals_per_ess.",
     ]
     params = {
         "N": n_data,

@@ -66,6 +66,11 @@ def posterior_errors(
         if key not in draws:
             continue
         ref_sd = float(np.std(ref))
+        if not ref_sd > 0:
+            raise ValueError(
+                f"The reference draws of {key!r} have no spread (sd {ref_sd}): errors in "
+                "reference-sd units are undefined. Pass at least two distinct draws."
+            )
         mean_err = max(mean_err, abs(float(np.mean(draws[key])) - float(np.mean(ref))) / ref_sd)
         sd_err = max(sd_err, abs(float(np.std(draws[key])) / ref_sd - 1.0))
     return mean_err, sd_err
@@ -123,9 +128,10 @@ def compare(
         ``ess_per_s``,
         ``mean_batch_size`` (data points touched per draw; N for NUTS),
         ``lik_evals_per_ess`` (per-datum likelihood evaluations per effective
-        sample; for NUTS, N times the gradient evaluations; for full-data step
-        methods without a ``batch_size`` stat, such as :class:`pymc.Metropolis`, N per
-        draw), ``accept_rate``,
+        sample; for NUTS, N times the gradient evaluations; for :class:`pymc.Metropolis`,
+        2 N per proposal, one proposal per coordinate and draw when it updates coordinates
+        one at a time; for other full-data step methods without a ``batch_size`` stat, N
+        per draw), ``accept_rate``,
         ``max_mean_err_sd`` and ``max_sd_rel_err`` against the reference.
 
     Examples
@@ -181,9 +187,9 @@ def compare(
             batch = _sample_stat_mean(idata, "batch_size")
             evals = _sample_stat_mean(idata, "n_lik_evals") * draws * chains
             accept = _sample_stat_mean(idata, "accept")
-        else:  # a full-data step method such as pm.Metropolis: one likelihood per draw
+        else:  # a full-data step method such as pm.Metropolis
             batch = float(n_data)
-            evals = float(n_data) * draws * chains
+            evals = _full_data_evals_per_draw(step, n_data) * draws * chains
             accept = _sample_stat_mean(idata, "accepted")
         mean_err, sd_err = posterior_errors(samples, ref_draws)
         rows.append(
@@ -202,6 +208,19 @@ def compare(
         )
     table = pd.DataFrame(rows).set_index("method")
     return (table, traces) if return_traces else table
+
+
+def _full_data_evals_per_draw(step, n_data: int) -> float:
+    """Per-datum likelihood evaluations per draw of a step method that reads all the data.
+
+    PyMC's Metropolis evaluates the model's log density at the proposed and the current
+    point for every proposal (``delta_logp``), and with ``elemwise_update`` makes one
+    proposal per coordinate. Any other full-data step is counted as one pass.
+    """
+    if isinstance(step, pm.Metropolis):
+        proposals = len(step.enum_dims) if step.elemwise_update else 1
+        return 2.0 * n_data * proposals
+    return float(n_data)
 
 
 def _n_data(model: pm.Model) -> int:

@@ -74,3 +74,32 @@ def test_posterior_errors():
     ref = {"a": np.array([0.0, 2.0])}  # mean 1, sd 1
     mean_err, sd_err = posterior_errors({"a": np.array([1.5, 3.5])}, ref)
     assert mean_err == pytest.approx(1.5) and sd_err == pytest.approx(0.0)
+
+
+def test_metropolis_is_charged_two_passes_per_coordinate_proposal():
+    """PyMC's Metropolis on a 3-vector updates one coordinate at a time, evaluating the full
+    log density at two points per proposal: 6 N likelihood terms per draw."""
+    n = 500
+    x = np.random.default_rng(2).normal(size=(n, 3))
+    y = x @ np.array([1.0, -1.0, 0.5]) + np.random.default_rng(3).normal(size=n)
+    with pm.Model() as linear:
+        beta = pm.Normal("beta", 0, 5, shape=3)
+        pm.Normal("y", x @ beta, 1.0, observed=y)
+    draws, chains = 60, 1
+    table = compare(
+        linear,
+        {"metropolis": pm.Metropolis},
+        reference={"beta[0]": np.array([0.0, 2.0])},
+        draws=draws,
+        tune=20,
+        chains=chains,
+        random_seed=4,
+    )
+    row = table.loc["metropolis"]
+    assert row["mean_batch_size"] == n
+    assert row["lik_evals_per_ess"] * row["ess_bulk_min"] == pytest.approx(6 * n * draws * chains)
+
+
+def test_reference_without_spread_is_refused():
+    with pytest.raises(ValueError, match="no spread"):
+        posterior_errors({"a": np.array([1.0, 2.0])}, {"a": np.zeros(3)})

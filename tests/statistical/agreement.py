@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import arviz as az
 import numpy as np
 
-from pymc_minibatch_mh.diagnostics.groups import posterior as posterior_of  # noqa: F401
+from pymc_minibatch_mh.diagnostics.groups import posterior as posterior_of
 
 
 @dataclass
@@ -60,3 +60,28 @@ def reference_moments(draws: dict[str, np.ndarray]) -> tuple[dict, dict]:
     means = {k: float(np.mean(v)) for k, v in draws.items()}
     sds = {k: float(np.std(v)) for k, v in draws.items()}
     return means, sds
+
+
+def moments_of(idata, names) -> tuple[dict, dict]:
+    """Mean and sd of every coordinate of a reference sample (e.g. a long NUTS run)."""
+    draws = coordinate_draws(posterior_of(idata), names)
+    return reference_moments({k: v.ravel() for k, v in draws.items()})
+
+
+def failures_against(
+    idata, names, ref_mean: dict, ref_sd: dict, *, mean_tol: float, sd_tol: float, check_power=True
+) -> list[str]:
+    """The coordinates of ``idata``'s posterior outside the tolerances (printed per coordinate).
+
+    With ``check_power`` it first asserts that the Monte Carlo error is small enough for
+    ``mean_tol`` to mean something (3 MCSE below it); negative controls turn that off.
+    """
+    result = agreement(coordinate_draws(posterior_of(idata), names), ref_mean, ref_sd)
+    for key, err in result.mean_err_sd.items():
+        print(
+            f"{key}: mean err {err:.3f} sd, sd err {result.sd_rel_err[key]:.3f}, "
+            f"mcse {result.mcse_sd[key]:.3f} sd"
+        )
+    if check_power:
+        assert not result.underpowered(mean_tol), result.underpowered(mean_tol)
+    return result.failures(mean_tol, sd_tol)

@@ -14,33 +14,32 @@ import pytest
 from pymc_minibatch_mh import MinibatchBarker
 from pymc_minibatch_mh.diagnostics.groups import group
 
-from .agreement import agreement, coordinate_draws, posterior_of, reference_moments
+from .agreement import failures_against, reference_moments
+from .cases import SAMPLE, gaussian_mean_case, logistic_nuts_case
 from .posteriordb import _posteriordb, _stan_to_pymc_names
 
 MEAN_TOL, SD_TOL = 0.2, 0.2
-SAMPLE = {"chains": 2, "cores": 2, "progressbar": False, "compute_convergence_checks": False}
 
 
 def _check(idata, names, ref_mean, ref_sd, *, negative_control=False):
-    result = agreement(coordinate_draws(posterior_of(idata), names), ref_mean, ref_sd)
-    if not negative_control:
-        assert not result.underpowered(MEAN_TOL), result.underpowered(MEAN_TOL)
-    return result.failures(MEAN_TOL, SD_TOL)
+    return failures_against(
+        idata,
+        names,
+        ref_mean,
+        ref_sd,
+        mean_tol=MEAN_TOL,
+        sd_tol=SD_TOL,
+        check_power=not negative_control,
+    )
 
 
 # ---------------------------------------------------------------- conjugate Gaussian mean
-N_GAUSS, PRIOR_SD, NOISE_SD = 10_000, 10.0, 1.0
+N_GAUSS = 10_000
 
 
 @pytest.fixture(scope="module")
 def gaussian_case():
-    y = np.random.default_rng(101).normal(0.7, NOISE_SD, size=N_GAUSS)
-    precision = 1 / PRIOR_SD**2 + N_GAUSS / NOISE_SD**2
-    exact_mean = (y.sum() / NOISE_SD**2) / precision
-    with pm.Model() as model:
-        mu = pm.Normal("mu", 0, PRIOR_SD)
-        pm.Normal("y", mu, NOISE_SD, observed=y)
-    return model, {"mu": exact_mean}, {"mu": precision**-0.5}
+    return gaussian_mean_case(N_GAUSS)
 
 
 @pytest.mark.parametrize(("temperature", "should_pass"), [(1.0, True), (3.0, False)])
@@ -67,20 +66,7 @@ N_LOGIT = 10_000
 
 @pytest.fixture(scope="module")
 def logistic_case():
-    rng = np.random.default_rng(303)
-    x = rng.normal(size=(N_LOGIT, 2))
-    logits = -0.5 + x @ np.array([1.0, -0.7])
-    y = rng.random(N_LOGIT) < 1 / (1 + np.exp(-logits))
-    with pm.Model() as model:
-        alpha = pm.Normal("alpha", 0, 5)
-        beta = pm.Normal("beta", 0, 5, shape=2)
-        pm.Bernoulli("y", logit_p=alpha + x @ beta, observed=y.astype(int))
-        nuts = pm.sample(draws=2000, tune=1000, random_seed=404, **SAMPLE)
-    names = ["alpha", "beta"]
-    ref_mean, ref_sd = reference_moments(
-        {k: v.ravel() for k, v in coordinate_draws(posterior_of(nuts), names).items()}
-    )
-    return model, names, ref_mean, ref_sd
+    return logistic_nuts_case(N_LOGIT)
 
 
 @pytest.mark.slow

@@ -15,12 +15,12 @@ from pymc_minibatch_mh import Austere, MinibatchBarker, TunaMH
 from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 from pymc_minibatch_mh.kernels.control_variates import ControlVariateTarget
 
-from .agreement import agreement, coordinate_draws, posterior_of, reference_moments
+from .agreement import failures_against, moments_of
+from .cases import SAMPLE
 
 MEAN_TOL, SD_TOL = 0.1, 0.1
 N, D = 100_000, 4
 NAMES = ["alpha", "beta"]
-SAMPLE = {"chains": 2, "cores": 2, "progressbar": False, "compute_convergence_checks": False}
 
 
 @pytest.fixture(scope="module")
@@ -35,16 +35,20 @@ def tall_logistic():
         pm.Bernoulli("y", logit_p=alpha + x @ beta, observed=y.astype(np.int8))
         nuts = pm.sample(draws=2000, tune=1000, random_seed=31, **SAMPLE)
         map_point = pm.find_MAP(progressbar=False)
-    draws = {k: v.ravel() for k, v in coordinate_draws(posterior_of(nuts), NAMES).items()}
-    ref_mean, ref_sd = reference_moments(draws)
+    ref_mean, ref_sd = moments_of(nuts, NAMES)
     return model, map_point, ref_mean, ref_sd
 
 
 def _failures(idata, ref_mean, ref_sd, *, check_power=True):
-    result = agreement(coordinate_draws(posterior_of(idata), NAMES), ref_mean, ref_sd)
-    if check_power:
-        assert not result.underpowered(MEAN_TOL), result.underpowered(MEAN_TOL)
-    return result.failures(MEAN_TOL, SD_TOL)
+    return failures_against(
+        idata,
+        NAMES,
+        ref_mean,
+        ref_sd,
+        mean_tol=MEAN_TOL,
+        sd_tol=SD_TOL,
+        check_power=check_power,
+    )
 
 
 @pytest.mark.slow

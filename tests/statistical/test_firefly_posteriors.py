@@ -25,7 +25,7 @@ from pymc_minibatch_mh.bounds.jaakkola_jordan import map_tuned_jaakkola_jordan
 from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 from pymc_minibatch_mh.step_methods.firefly import FlyMC
 
-from .agreement import agreement, coordinate_draws, posterior_of, reference_moments
+from .agreement import failures_against, moments_of, posterior_of
 
 MEAN_TOL, SD_TOL = 0.2, 0.2
 Z_TOL = 4.0
@@ -129,17 +129,13 @@ def test_grid_posterior_negative_control_invalid_bound(grid_case):
 
 # ---------------------------------------------------------------- NUTS references
 def _check(idata, names, ref_mean, ref_sd):
-    result = agreement(coordinate_draws(posterior_of(idata), names), ref_mean, ref_sd)
-    assert not result.underpowered(MEAN_TOL), result.underpowered(MEAN_TOL)
-    return result.failures(MEAN_TOL, SD_TOL)
+    return failures_against(idata, names, ref_mean, ref_sd, mean_tol=MEAN_TOL, sd_tol=SD_TOL)
 
 
 def _nuts_reference(model, names, seed):
     with model:
         nuts = pm.sample(draws=2000, tune=1000, chains=2, cores=2, random_seed=seed, **SAMPLE)
-    return reference_moments(
-        {k: v.ravel() for k, v in coordinate_draws(posterior_of(nuts), names).items()}
-    )
+    return moments_of(nuts, names)
 
 
 N_LOGIT = 100_000

@@ -23,34 +23,23 @@ import pytest
 from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 from pymc_minibatch_mh.step_methods.tuna import TunaMH
 
-from .agreement import agreement, coordinate_draws, posterior_of, reference_moments
+from .agreement import failures_against, moments_of
+from .cases import SAMPLE, logistic_data, logistic_model
 
 MEAN_TOL, SD_TOL = 0.2, 0.2
-SAMPLE = {"chains": 2, "cores": 2, "progressbar": False, "compute_convergence_checks": False}
 NAMES = ["alpha", "beta"]
 
 
 def _check(idata, ref_mean, ref_sd, *, negative_control=False):
-    result = agreement(coordinate_draws(posterior_of(idata), NAMES), ref_mean, ref_sd)
-    if not negative_control:
-        assert not result.underpowered(MEAN_TOL), result.underpowered(MEAN_TOL)
-    return result.failures(MEAN_TOL, SD_TOL)
-
-
-def _logistic_data(n, seed):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 2))
-    logits = -0.5 + x @ np.array([1.0, -0.7])
-    y = (rng.random(n) < 1 / (1 + np.exp(-logits))).astype(int)
-    return x, y
-
-
-def _model(x, y):
-    with pm.Model() as model:
-        alpha = pm.Normal("alpha", 0, 5)
-        beta = pm.Normal("beta", 0, 5, shape=2)
-        pm.Bernoulli("y", logit_p=alpha + x @ beta, observed=y)
-    return model
+    return failures_against(
+        idata,
+        NAMES,
+        ref_mean,
+        ref_sd,
+        mean_tol=MEAN_TOL,
+        sd_tol=SD_TOL,
+        check_power=not negative_control,
+    )
 
 
 def _nuts_reference(x, y, temperature, seed):
@@ -61,9 +50,7 @@ def _nuts_reference(x, y, temperature, seed):
         loglik = pm.logp(pm.Bernoulli.dist(logit_p=alpha + x @ beta), y).sum()
         pm.Potential("tempered_likelihood", loglik / temperature)
         nuts = pm.sample(draws=2000, tune=1000, random_seed=seed, **SAMPLE)
-    return reference_moments(
-        {k: v.ravel() for k, v in coordinate_draws(posterior_of(nuts), NAMES).items()}
-    )
+    return moments_of(nuts, NAMES)
 
 
 def _report(idata, label, n_data):
@@ -84,9 +71,9 @@ STEPS_PER_DRAW = 10
 
 @pytest.fixture(scope="module")
 def tempered_case():
-    x, y = _logistic_data(N_TEMPERED, 303)
+    x, y = logistic_data(N_TEMPERED, 303)
     ref_mean, ref_sd = _nuts_reference(x, y, K_TEMPERED, 404)
-    return _model(x, y), ref_mean, ref_sd
+    return logistic_model(x, y), ref_mean, ref_sd
 
 
 @pytest.mark.slow
@@ -118,9 +105,9 @@ CHI_TALL = 0.03
 
 @pytest.fixture(scope="module")
 def tall_case():
-    x, y = _logistic_data(N_TALL, 606)
+    x, y = logistic_data(N_TALL, 606)
     ref_mean, ref_sd = _nuts_reference(x, y, 1.0, 707)
-    return _model(x, y), ref_mean, ref_sd
+    return logistic_model(x, y), ref_mean, ref_sd
 
 
 def _sample_tall(model, ref_mean, temperature):
