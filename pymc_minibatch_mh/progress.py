@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sized
+from contextlib import contextmanager
 from typing import TypeVar
 
 Item = TypeVar("Item")
@@ -20,3 +21,16 @@ def progress_bar(items: Iterable[Item], description: str, *, enabled: bool) -> I
 
     total = len(items) if isinstance(items, Sized) else None
     yield from track(items, description=description, total=total, transient=False)
+
+
+@contextmanager
+def progress_status(description: str, *, enabled: bool) -> Iterator[None]:
+    """Show a spinner with ``description`` on the terminal while the block runs, when
+    ``enabled`` (for one-off passes over the data that have no natural progress count)."""
+    if not enabled:
+        yield
+        return
+    from rich.console import Console
+
+    with Console().status(description):
+        yield

@@ -33,6 +33,7 @@ from pymc_minibatch_mh.likelihood.taylor import (
     compile_residual_diff,
     full_data_taylor,
 )
+from pymc_minibatch_mh.progress import progress_status
 from pymc_minibatch_mh.step_methods.reference import block_position, find_map, laplace_covariance
 
 PROPOSALS = ("rw", "laplace", "independent")
@@ -223,13 +224,15 @@ class MinibatchStep(ArrayStepShared):
     def _recognise_linear_predictor(self, model: pm.Model, initial_point: dict):
         """The likelihood as a linear-predictor family over this step's block, checked
         against the compiled per-datum likelihood; raises ``UnsupportedLikelihood``."""
-        return recognise_linear_predictor(
-            model,
-            self.vars,
-            shared=make_shared_replacements(initial_point, self.vars, model),
-            initial_point=initial_point,
-            check_against=self.tall_data.loglik,
-        )
+        status = f"Reading the likelihood as a linear predictor ({self.tall_data.n_data:,} rows)"
+        with progress_status(status, enabled=self.progressbar):
+            return recognise_linear_predictor(
+                model,
+                self.vars,
+                shared=make_shared_replacements(initial_point, self.vars, model),
+                initial_point=initial_point,
+                check_against=self.tall_data.loglik,
+            )
 
     @property
     def start_at_reference(self) -> bool:

@@ -31,6 +31,7 @@ from pymc_minibatch_mh.likelihood.inspection import likelihood_value_vars
 from pymc_minibatch_mh.likelihood.linear_predictor import (
     UnsupportedLikelihood,
 )
+from pymc_minibatch_mh.progress import progress_status
 from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep, MinibatchStepState
 from pymc_minibatch_mh.step_methods.reference import block_position, find_map
 
@@ -113,11 +114,17 @@ class FlyMC(MinibatchStep):
     start_at_reference : bool, default True
         With ``bound="map"``, chains that start by tuning begin at the MAP, where the
         bounds are tight (far from it most points are bright and mixing is slow).
+    proposal : {"rw", "laplace", "independent"}, default "rw"
+        Proposal of the ``theta | z`` update, as for
+        :class:`~pymc_minibatch_mh.MinibatchBarker` (``"independent"`` only with
+        ``theta_update="rw"``).
     progressbar : bool, default True
-        Show progress of the MAP search.
-    proposal_cov, tune, adapt_cov, steps_per_draw, data_dim, model, rng, initial_point, \
-compile_kwargs, blocked
-        As for :class:`~pymc_minibatch_mh.MinibatchBarker`.
+        Show progress of the MAP search and of the passes over the data (recognising
+        the likelihood, summing the bounds).
+    proposal_cov, reference_point, tune, adapt_cov, steps_per_draw, data_dim, model, rng, \
+initial_point, compile_kwargs, blocked
+        As for :class:`~pymc_minibatch_mh.MinibatchBarker`. FlyMC takes no
+        ``control_variates``: its bounds already play that role.
 
     Notes
     -----
@@ -272,7 +279,9 @@ compile_kwargs, blocked
                 raise ValueError("The log-likelihood is not finite at the MAP point.")
             # Tuning chains start where the MAP-tuned bounds are tight.
             self._start_centre = q_map
-        return _build_bound(lp, q_map, block_position(initial_point, self.vars))
+        status = f"FlyMC: summing {kind} bounds over {self.tall_data.n_data:,} data points"
+        with progress_status(status, enabled=self.progressbar):
+            return _build_bound(lp, q_map, block_position(initial_point, self.vars))
 
     def _map_position(self, model, initial_point, map_point) -> np.ndarray:
         ndim = self.tall_data.ndim

@@ -125,8 +125,11 @@ class TunaMH(MinibatchStep):
         applies when ``C M`` is small (little extra noise in the ratio). When the
         minibatch noise dominates, a lower target (about 0.07) gives more movement per
         step at a larger batch.
-    scaling, proposal_cov, tune, adapt_cov, steps_per_draw, data_dim
-        As for :class:`~pymc_minibatch_mh.MinibatchBarker`.
+    scaling, proposal, proposal_cov, control_variates, reference_point, recentre, \
+start_at_reference, tune, adapt_cov, steps_per_draw, data_dim, progressbar
+        As for :class:`~pymc_minibatch_mh.MinibatchBarker`; with ``control_variates=True``
+        the bound is the Taylor-remainder bound described above, and ``bound``/``c``
+        must not be given.
     model, rng, initial_point, compile_kwargs, blocked
         As for :class:`pymc.Metropolis`.
 

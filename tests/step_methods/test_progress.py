@@ -1,10 +1,12 @@
-"""PyMC's progress bar shows the running mean batch size and acceptance rate."""
+"""Progress display: PyMC's bar shows running means; one-off passes show a status."""
 
 import numpy as np
 import pymc as pm
+from step_sampling import N_DATA
 
-from pymc_minibatch_mh import MinibatchBarker
+from pymc_minibatch_mh import FlyMC, MinibatchBarker, TunaMH
 from pymc_minibatch_mh.diagnostics.groups import group
+from pymc_minibatch_mh.progress import progress_status
 
 
 def test_progress_columns_report_running_means():
@@ -35,3 +37,20 @@ def test_progress_bar_runs_inside_pm_sample():
         )
     posterior = group(idata, "posterior")
     assert np.asarray(posterior["mu"]).shape == (1, 20)
+
+
+def test_steps_build_with_progress_displays_on(logistic_model):
+    """FlyMC (MAP bar, recogniser and bound statuses) and TunaMH (recogniser status)."""
+    with logistic_model:
+        step = FlyMC(progressbar=True)
+    assert step.bound.n_data == N_DATA
+    with logistic_model:
+        assert TunaMH(progressbar=True).bound.n_data == N_DATA
+
+
+def test_progress_status_runs_the_block_once_either_way():
+    ran = []
+    for enabled in (False, True):
+        with progress_status("working", enabled=enabled):
+            ran.append(enabled)
+    assert ran == [False, True]
