@@ -28,9 +28,7 @@ from pymc_minibatch_mh.kernels.firefly import (
 )
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.likelihood.inspection import likelihood_value_vars
-from pymc_minibatch_mh.likelihood.linear_predictor import (
-    UnsupportedLikelihood,
-)
+from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
 from pymc_minibatch_mh.progress import progress_status
 from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep, MinibatchStepState
 from pymc_minibatch_mh.step_methods.reference import block_position, find_map
