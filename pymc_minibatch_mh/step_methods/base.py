@@ -38,8 +38,10 @@ from pymc_minibatch_mh.step_methods.reference import block_position, find_map, l
 
 PROPOSALS = ("rw", "laplace", "independent")
 
+# ``accepted`` is float64 (0.0 / 1.0), as in PyMC's Metropolis: PyMC refuses a compound
+# step whose samplers report the same stat name with different dtypes.
 COMMON_STATS = {
-    "accepted": (bool, []),
+    "accepted": (np.float64, []),
     "accept": (np.float64, []),
     "batch_size": (np.int64, []),
     "n_lik_evals": (np.int64, []),
@@ -48,7 +50,7 @@ COMMON_STATS = {
 
 # How per-iteration info is folded into one stat when steps_per_draw > 1.
 _REDUCERS = {
-    "accepted": any,
+    "accepted": lambda xs: float(any(xs)),
     "accept": lambda xs: float(np.mean(xs)),
     "batch_size": sum,
     "n_lik_evals": sum,
