@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
@@ -9,7 +11,9 @@ from pytensor.graph.basic import Variable
 from pymc_minibatch_mh.likelihood.graph_tools import rebuild_graph, tensor_data_inputs
 
 _INTEGER_KINDS = "iu"
+_INEXACT_KINDS = "fc"  # dtypes that can hold NaN or inf
 _MAX_SHAPE_LENGTH = 32  # longest integer vector treated as a shape/size argument
+CHUNK_ROWS = 65_536  # rows per chunk when scanning data arrays
 
 
 def gather_rows(loglik: Variable, idx: Variable, n_data: int) -> Variable:
@@ -24,7 +28,7 @@ def gather_rows(loglik: Variable, idx: Variable, n_data: int) -> Variable:
     """
     placeholders, gathers = {}, {}
     for var, value in tensor_data_inputs([loglik]):
-        if value.ndim >= 1 and value.shape[0] == n_data:
+        if _has_datum_axis(value, n_data):
             rows = pt.tensor(dtype=var.dtype, shape=(None, *value.shape[1:]))
             placeholders[var] = rows
             gathers[rows] = var[idx]
@@ -49,6 +53,71 @@ def gather_rows(loglik: Variable, idx: Variable, n_data: int) -> Variable:
         )
     batched = rebuild_graph(on_rows, gathers)
     return batched
+
+
+def datum_data_inputs(
+    outputs: Sequence[Variable], n_data: int
+) -> list[tuple[Variable, np.ndarray]]:
+    """Constant or shared tensor inputs of a graph with ``n_data`` entries along axis 0.
+
+    These are the inputs :func:`gather_rows` replaces by their rows ``idx``.
+    """
+    return [
+        (var, value) for var, value in tensor_data_inputs(outputs) if _has_datum_axis(value, n_data)
+    ]
+
+
+def other_length_data_inputs(
+    outputs: Sequence[Variable], n_data: int
+) -> list[tuple[Variable, np.ndarray]]:
+    """Array inputs of a graph whose leading axis has neither ``n_data`` nor 1 entries.
+
+    Integer vectors short enough to be shape or size arguments are left out.
+    """
+    return [
+        (var, value)
+        for var, value in tensor_data_inputs(outputs)
+        if value.ndim >= 1
+        and value.shape[0] not in (1, n_data)
+        and not (value.dtype.kind in _INTEGER_KINDS and value.size <= _MAX_SHAPE_LENGTH)
+    ]
+
+
+def non_finite_entries(value: np.ndarray, chunk_rows: int = CHUNK_ROWS) -> tuple[int, int | None]:
+    """Count the NaN or inf entries of an array in one pass over chunks of rows.
+
+    Only ``chunk_rows`` rows are in memory at a time, so a ``np.memmap`` is not loaded
+    whole. Integer and boolean arrays cannot hold NaN and are skipped without reading.
+
+    Parameters
+    ----------
+    value : numpy.ndarray
+        An array with the rows along axis 0 (at least one dimension).
+    chunk_rows : int, default CHUNK_ROWS
+        Rows per chunk.
+
+    Returns
+    -------
+    count : int
+        The number of non-finite entries.
+    first_row : int or None
+        The first row holding one, or None if there are none.
+    """
+    if value.dtype.kind not in _INEXACT_KINDS:
+        return 0, None
+    count, first_row = 0, None
+    for start in range(0, value.shape[0], chunk_rows):
+        bad = ~np.isfinite(value[start : start + chunk_rows])
+        n_bad = int(np.count_nonzero(bad))
+        if n_bad and first_row is None:
+            bad_rows = bad.reshape(bad.shape[0], -1).any(axis=1)
+            first_row = start + int(np.argmax(bad_rows))
+        count += n_bad
+    return count, first_row
+
+
+def _has_datum_axis(value: np.ndarray, n_data: int) -> bool:
+    return value.ndim >= 1 and value.shape[0] == n_data
 
 
 def _is_shape_constant(value: np.ndarray, n_data: int) -> bool:

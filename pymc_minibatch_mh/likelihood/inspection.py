@@ -7,11 +7,17 @@ from collections.abc import Sequence
 import numpy as np
 import pymc as pm
 from pymc.data import MinibatchIndexRV
+from pymc.pytensorf import constant_fold
 from pymc.variational.minibatch_rv import MinibatchRandomVariable
 from pymc.vartypes import discrete_types
 from pytensor.graph.basic import Variable
 
+from pymc_minibatch_mh.likelihood.batching import datum_data_inputs, non_finite_entries
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors, data_value, graph_inputs
+
+# Suffixes of the variables PyMC's Model.make_obs_var creates when `observed=` has NaNs.
+_OBSERVED_SUFFIX = "_observed"
+_UNOBSERVED_SUFFIX = "_unobserved"
 
 
 def observed_lengths(model: pm.Model) -> dict[str, int]:
@@ -22,6 +28,7 @@ def observed_lengths(model: pm.Model) -> dict[str, int]:
             "Minibatch MH steps need a likelihood: pass `observed=` to at least one "
             "distribution, or use pm.Metropolis / NUTS for prior-only models."
         )
+    check_no_imputed_observations(model)
     lengths = {}
     for rv in model.observed_RVs:
         if isinstance(rv.owner.op, MinibatchRandomVariable):
@@ -50,6 +57,80 @@ def observed_lengths(model: pm.Model) -> dict[str, int]:
             )
         lengths[rv.name] = int(data.shape[0])
     return lengths
+
+
+def check_no_imputed_observations(model: pm.Model) -> None:
+    """Refuse observed variables whose missing values PyMC imputes as latent variables.
+
+    Parameters
+    ----------
+    model : pymc.Model
+
+    Raises
+    ------
+    ValueError
+        If an ``observed=`` array had NaN entries, which PyMC turns into a free
+        variable ``{name}_unobserved`` with one value per missing entry.
+    """
+    for rv in model.observed_RVs:
+        imputed = imputed_counterpart(model, rv)
+        if imputed is None:
+            continue
+        name = rv.name[: -len(_OBSERVED_SUFFIX)]
+        count = _size_if_constant(imputed)
+        how_many = "" if count is None else f"{count} "
+        raise ValueError(
+            f"Observed variable {name!r} has {how_many}missing values (NaN in `observed=`), "
+            f"which PyMC imputes as the latent variable {imputed.name!r}: one free value per "
+            "missing datum, which a minibatch step cannot sample (it reads only a subsample "
+            "of the data). Drop the rows with missing observations with numpy before "
+            "building the model (e.g. keep = ~np.isnan(y); then pass y[keep] and x[keep]), "
+            "or impute them beforehand."
+        )
+
+
+def imputed_counterpart(model: pm.Model, observed_rv: Variable) -> Variable | None:
+    """The free variable holding PyMC's imputed values for ``observed_rv``, if any.
+
+    For an ``observed=`` array with NaN entries, ``Model.make_obs_var`` (PyMC 5 and 6)
+    registers the observed part as ``{name}_observed``, the missing part as a free
+    variable ``{name}_unobserved``, and a Deterministic ``{name}`` that joins the two.
+    All three, and the join, must be present.
+
+    Parameters
+    ----------
+    model : pymc.Model
+    observed_rv : TensorVariable
+        An observed random variable of ``model``.
+
+    Returns
+    -------
+    TensorVariable or None
+        The free ``{name}_unobserved`` variable, or None if ``observed_rv`` was not
+        split off by PyMC's imputation.
+    """
+    rv_name = observed_rv.name or ""
+    if not rv_name.endswith(_OBSERVED_SUFFIX):
+        return None
+    name = rv_name[: -len(_OBSERVED_SUFFIX)]
+    unobserved = model.named_vars.get(name + _UNOBSERVED_SUFFIX)
+    joined = model.named_vars.get(name)
+    if not any(unobserved is rv for rv in model.free_RVs):
+        return None
+    if not any(joined is det for det in model.deterministics):
+        return None
+    parents = set(ancestors([joined]))
+    if observed_rv not in parents or unobserved not in parents:
+        return None
+    return unobserved
+
+
+def _size_if_constant(var: Variable) -> int | None:
+    """Number of entries of ``var`` if its shape is a constant of the graph, else None."""
+    [shape] = constant_fold([var.shape], raise_not_constant=False)
+    if isinstance(shape, Variable):
+        return None
+    return int(np.prod(shape))
 
 
 def _uses_pymc_minibatch(variables: Sequence[Variable]) -> bool:
@@ -128,3 +209,70 @@ def check_sampled_block(
                 "minibatch step cannot update from a subsample. Marginalise it out, or "
                 "leave it out of `vars` and sample it with another step method."
             )
+
+
+def check_finite_data(model: pm.Model, loglik_terms: Sequence[Variable], n_data: int) -> None:
+    """Refuse NaN or inf in per-datum data, in one streaming pass over row chunks.
+
+    Every constant or shared input of the observed log-likelihood with ``n_data`` rows
+    (observed arrays and covariates, numpy or ``pm.Data``) is checked; integer and
+    boolean arrays cannot hold NaN and are skipped.
+
+    Parameters
+    ----------
+    model : pymc.Model
+    loglik_terms : sequence of TensorVariable
+        ``model.logp(vars=model.observed_RVs, sum=False)``, one term per observed variable.
+    n_data : int
+        The number N of data points.
+
+    Raises
+    ------
+    ValueError
+        Naming every data input with non-finite entries, their count and first row.
+    """
+    problems = []
+    for var, value, users in _datum_inputs_with_users(model, loglik_terms, n_data):
+        count, first_row = non_finite_entries(value)
+        if count:
+            problems.append(
+                f"  - {_describe_data_input(model, var, value, users)} has {count} non-finite "
+                f"entr{'y' if count == 1 else 'ies'} (NaN or inf); the first is in row "
+                f"{first_row}."
+            )
+    if problems:
+        raise ValueError(
+            "Per-datum data must be finite, but:\n"
+            + "\n".join(problems)
+            + "\nDrop or impute those rows with numpy before building the model, in every "
+            "per-datum array so that the rows stay aligned. For missing observations, do "
+            "not pass NaN in `observed=`: PyMC's automatic imputation makes them per-datum "
+            "latent variables, which a minibatch step cannot sample."
+        )
+
+
+def _datum_inputs_with_users(
+    model: pm.Model, loglik_terms: Sequence[Variable], n_data: int
+) -> list[tuple[Variable, np.ndarray, list[str]]]:
+    """Data inputs with N rows, each with the names of the observed variables reading it."""
+    found: dict[Variable, tuple[np.ndarray, list[str]]] = {}
+    for rv, term in zip(model.observed_RVs, loglik_terms, strict=True):
+        for var, value in datum_data_inputs([term], n_data):
+            found.setdefault(var, (value, []))[1].append(rv.name)
+    return [(var, value, users) for var, (value, users) in found.items()]
+
+
+def _describe_data_input(
+    model: pm.Model, var: Variable, value: np.ndarray, users: list[str]
+) -> str:
+    """How to name a data input in a message: observed data, named data, or an array."""
+    for rv in model.observed_RVs:
+        observed = model.rvs_to_values[rv]
+        # PyMC casts integer pm.Data observations: the data input is then the cast's input.
+        wrapped = [] if observed.owner is None else observed.owner.inputs
+        if any(var is candidate for candidate in [observed, *wrapped]):
+            return f"the observed data of {rv.name!r}"
+    readers = ", ".join(map(repr, users))
+    if var.name:
+        return f"data input {var.name!r} (read by the likelihood of {readers})"
+    return f"a numpy array of shape {value.shape} (read by the likelihood of {readers})"

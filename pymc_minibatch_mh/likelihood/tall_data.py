@@ -13,8 +13,14 @@ from pymc.pytensorf import join_nonshared_inputs
 from pytensor.graph.basic import Variable
 from pytensor.graph.replace import clone_replace
 
-from pymc_minibatch_mh.likelihood.batching import gather_rows, per_datum_sum, probe_indices
+from pymc_minibatch_mh.likelihood.batching import (
+    gather_rows,
+    other_length_data_inputs,
+    per_datum_sum,
+    probe_indices,
+)
 from pymc_minibatch_mh.likelihood.inspection import (
+    check_finite_data,
     check_sampled_block,
     datum_count,
     likelihood_value_vars,
@@ -167,15 +173,22 @@ def build_tall_data(
     ------
     ValueError
         For models with no observed data, observed variables of different lengths,
+        missing observations imputed by PyMC, NaN or inf in per-datum data,
         ``pm.Minibatch`` data or ``total_size``, discrete or per-datum variables in
         the block, or data that cannot be gathered row-wise.
     """
     n_data = datum_count(model, data_dim)
+    loglik_terms = model.logp(vars=model.observed_RVs, sum=False)
+    # Before any compilation or O(N) pass: NaN data would only show up as garbage later.
+    check_finite_data(model, loglik_terms, n_data)
     check_sampled_block(model, value_vars, initial_point, n_data)
     compile_kwargs = dict(compile_kwargs or {})
 
-    loglik_terms = model.logp(vars=model.observed_RVs, sum=False)
     per_datum = per_datum_sum(loglik_terms)
+    other_lengths = {
+        var.name or f"a numpy array of shape {value.shape}": value.shape[0]
+        for var, value in other_length_data_inputs([per_datum], n_data)
+    }
     idx = pt.vector("idx", dtype="int64")
     batch = gather_rows(per_datum, idx, n_data)
     prior = model.logp(vars=[*model.free_RVs, *model.potentials], sum=True)
@@ -230,23 +243,24 @@ def build_tall_data(
             compile_kwargs=compile_kwargs,
         ),
     )
-    _self_check(data, q0)
+    _self_check(data, q0, other_lengths)
     return data
 
 
-def _self_check(data: TallData, q0: np.ndarray) -> None:
+def _self_check(data: TallData, q0: np.ndarray, other_lengths: dict[str, int]) -> None:
     """Compare the gathered graph with the full graph on fixed rows (also warms up JIT).
 
     The check runs at ``q0`` and at a fixed perturbation of it: at ``q0`` many
     coefficients are 0 and would hide a graph that reads a statistic of all rows.
+    ``other_lengths`` names the data inputs whose leading axis is neither N nor 1, used
+    to explain a failed first evaluation.
     """
     rows = probe_indices(data.n_data)
-    full = data.loglik_full(q0)
+    batch, full = _first_evaluation(data, q0, rows, other_lengths)
     if full.shape != (data.n_data,):
         raise ValueError(
             f"The per-datum log-likelihood has shape {full.shape}, expected ({data.n_data},)."
         )
-    batch = data.loglik(q0, rows)
     if batch.shape != rows.shape or not np.allclose(batch, full[rows], equal_nan=True):
         raise ValueError(
             "The subsampled log-likelihood does not match the full one on the same rows. "
@@ -269,3 +283,31 @@ def _self_check(data: TallData, q0: np.ndarray) -> None:
     if not np.allclose(diff[np.isfinite(batch)], 0.0):
         raise ValueError("Internal error: loglik_diff(q, q) is not zero.")
     data.logprior(q0)
+
+
+def _first_evaluation(
+    data: TallData, q0: np.ndarray, rows: np.ndarray, other_lengths: dict[str, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-datum log-likelihood of ``rows`` (cheap, first) and of all rows at ``q0``.
+
+    Raises
+    ------
+    ValueError
+        If an evaluation fails while the likelihood reads data whose leading axis has
+        neither N nor 1 entries: data of mismatched lengths, which PyTensor only
+        reports as a shape error inside the compiled graph. Other errors propagate.
+    """
+    try:
+        return data.loglik(q0, rows), data.loglik_full(q0)
+    except (ValueError, IndexError) as err:
+        if not other_lengths:
+            raise
+        found = ", ".join(f"{name}: {length} rows" for name, length in other_lengths.items())
+        raise ValueError(
+            f"The log-likelihood could not be evaluated: the observed data have "
+            f"N = {data.n_data} rows, but the likelihood also reads data with another "
+            f"number of rows ({found}). Every per-datum array (covariates as well as "
+            "observations) must have the N data points along axis 0: drop or align rows "
+            "with numpy before building the model. (PyTensor's error: "
+            f"{str(err).splitlines()[0]})"
+        ) from err
