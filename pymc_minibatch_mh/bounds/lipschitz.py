@@ -27,8 +27,8 @@ Euclidean recipe ``c_i = s_i ||x_i||``, ``M = ||q - q'||``). The slopes are
   is ``e_y - p`` with norm at most ``sqrt(2)``, and ``||Delta logits_i|| <=
   ||x_i|| ||A L|| M`` for the coefficient map ``A``, so ``c_i = sqrt(2) ||x_i|| ||A L||_2``;
 * Poisson, log link, and Normal with fixed ``sigma``: not globally Lipschitz.
-  On a bounded box ``lo <= q <= hi`` (the support of the prior, so that moves
-  outside are rejected before any datum is read) ``eta_i`` stays in
+  On a bounded box ``lo <= q <= hi`` (the support of the prior; TunaMH rejects
+  moves outside the box before any datum is read) ``eta_i`` stays in
   ``[eta_min_i, eta_max_i]`` and ``s_i`` is the largest slope there:
   ``max(|exp(eta) - y_i|)`` and ``max(|eta - y_i|) / sigma_i^2`` over the two ends.
 
@@ -123,9 +123,13 @@ class LipschitzBound:
         function or a callable object; ``cloudpickle`` also handles lambdas).
     description : str
         Where the bound came from (shown in error messages).
-    box : tuple of ndarray, optional
-        ``(lo, hi)`` in ``q`` space when the bound only holds on that box (its validity
-        then relies on the prior being zero outside it).
+    box : tuple of array_like, optional
+        ``(lo, hi)`` in ``q`` space (1-D, one entry per coordinate, ``lo <= hi``; infinite
+        ends allowed) when the bound only holds on that box. TunaMH rejects every
+        proposal outside the box before reading any datum, so the chain samples the
+        posterior restricted to the box: the full posterior when the box contains the
+        prior support (the automatic Poisson-log / Normal bounds use the support of
+        Uniform priors), a truncated one when a user-given box is narrower.
 
     Attributes
     ----------
@@ -173,6 +177,21 @@ class LipschitzBound:
         c.setflags(write=False)
         object.__setattr__(self, "c", c)
         object.__setattr__(self, "C", float(math.fsum(c)))
+        if self.box is not None:
+            object.__setattr__(self, "box", _validated_box(self.box))
+
+    def contains(self, q: np.ndarray) -> bool:
+        """Whether ``q`` lies in :attr:`box` (ends included); always True without a box.
+
+        A NaN coordinate is outside. Cost O(D).
+        """
+        if self.box is None:
+            return True
+        lo, hi = self.box
+        q = np.asarray(q, dtype=np.float64)
+        if q.shape != lo.shape:
+            raise ValueError(f"q has shape {q.shape} but the bound's box has shape {lo.shape}.")
+        return bool(np.all(lo <= q) and np.all(q <= hi))
 
     @property
     def n_data(self) -> int:
@@ -294,6 +313,28 @@ def _row_norms(design: np.ndarray, chol: np.ndarray | None) -> np.ndarray:
         block = design[start : start + _CHUNK_ROWS] @ chol
         out[start : start + _CHUNK_ROWS] = np.sqrt(np.einsum("ij,ij->i", block, block))
     return out
+
+
+def _validated_box(box) -> tuple[np.ndarray, np.ndarray]:
+    """``(lo, hi)`` as read-only 1-D float arrays of one length, no NaN, ``lo <= hi``."""
+    try:
+        lo, hi = box
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"box must be a pair (lo, hi) of arrays; got {box!r}.") from err
+    lo = np.array(lo, dtype=np.float64).ravel()
+    hi = np.array(hi, dtype=np.float64).ravel()
+    if lo.shape != hi.shape or lo.size == 0:
+        raise ValueError(
+            f"box bounds lo and hi must have the same non-zero length; got {lo.size} and {hi.size}."
+        )
+    if np.isnan(lo).any() or np.isnan(hi).any() or not np.all(lo <= hi):
+        raise ValueError(
+            f"box bounds must not be NaN and need lo <= hi in every coordinate; got lo={lo}, "
+            f"hi={hi}."
+        )
+    lo.setflags(write=False)
+    hi.setflags(write=False)
+    return lo, hi
 
 
 def _check_box(box, ndim: int) -> tuple[np.ndarray, np.ndarray]:

@@ -24,6 +24,13 @@ bound. If ``E[B] = chi C^2 M^2 + C M`` exceeds ``N``, the step is an ordinary
 full-data MH step instead; the switch depends only on the symmetric ``M``, so
 both branches are reversible and so is their mixture.
 
+When the bound holds only on a box (``bound.box``), the box is treated like the
+support of the prior: a proposal outside it is rejected before the prior or any datum
+is evaluated, and a chain that starts outside it accepts the first proposal that lands
+inside (again without data), as from any zero-density state. The chain is reversible
+with respect to the posterior restricted to the box (the full posterior when the box
+contains the prior support).
+
 References
 ----------
 .. [1] Zhang, R., Cooper, A. F., De Sa, C. "Asymptotically Optimal Exact
@@ -187,13 +194,18 @@ def tuna_kernel(
     ------
     BoundViolation
         If a drawn datum has ``|d_i| > c_i M`` (beyond floating-point rounding).
+    ValueError
+        If the metric returns a negative or non-finite value.
     """
     n = target.n_data
     chi = settings.chi
-    lp_new = float(target.logprior(proposal))
-    prior_part = lp_new - state.logprior + log_q_ratio
+    # Outside the box where the bound holds the target density counts as 0, as outside
+    # the prior support (O(D) checks; always inside without a box).
+    lp_new = float(target.logprior(proposal)) if bound.contains(proposal) else -math.inf
+    lp_old = state.logprior if bound.contains(state.position) else -math.inf
+    prior_part = lp_new - lp_old + log_q_ratio
     if not math.isfinite(prior_part):
-        # Outside the prior support (or NaN): decided without touching data.
+        # Outside the prior support or the box (or NaN): decided without touching data.
         accepted = prior_part == math.inf
         info = TunaInfo(accepted, float(accepted), 0, 0, 0, 0, chi)
         return (ChainState(proposal, lp_new) if accepted else state), info

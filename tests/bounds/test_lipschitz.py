@@ -225,6 +225,34 @@ def test_bad_constants_are_refused(c, match):
         LipschitzBound.euclidean(c)
 
 
+def test_box_is_validated_and_contains_checks_it():
+    bound = LipschitzBound(np.ones(3), EuclideanMetric(), box=([-1, 0], [1, np.inf]))
+    lo, hi = bound.box
+    assert lo.dtype == hi.dtype == np.float64 and not lo.flags.writeable
+    assert bound.contains(np.array([0.0, 5.0])) and bound.contains(np.array([-1.0, 0.0]))
+    assert not bound.contains(np.array([1.5, 0.0]))
+    assert not bound.contains(np.array([0.0, -1e-12]))
+    assert not bound.contains(np.array([np.nan, 1.0]))
+    assert LipschitzBound.euclidean(np.ones(3)).contains(np.array([1e300, np.nan]))
+    with pytest.raises(ValueError, match="shape"):
+        bound.contains(np.zeros(3))
+
+
+@pytest.mark.parametrize(
+    ("box", "match"),
+    [
+        ((np.zeros(2), np.ones(3)), "same non-zero length"),
+        (([], []), "same non-zero length"),
+        (([0.0, 1.0], [1.0, 0.5]), "lo <= hi"),
+        (([np.nan], [1.0]), "NaN"),
+        (np.zeros(3), "pair"),
+    ],
+)
+def test_bad_boxes_are_refused(box, match):
+    with pytest.raises(ValueError, match=match):
+        LipschitzBound(np.ones(3), EuclideanMetric(), box=box)
+
+
 def test_metric_must_be_callable():
     with pytest.raises(TypeError, match="metric"):
         LipschitzBound(np.ones(3), metric=2.0)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.special import log_expit
 
-from pymc_minibatch_mh.bounds.lipschitz import LipschitzBound
+from pymc_minibatch_mh.bounds.lipschitz import EuclideanMetric, LipschitzBound
 from pymc_minibatch_mh.kernels import tuna
 from pymc_minibatch_mh.kernels.alias import AliasTable
 from pymc_minibatch_mh.kernels.target import ArrayTarget, ChainState
@@ -151,6 +151,71 @@ def test_prior_rejection_reads_no_data(rng):
     )
     assert new is state and not info.accepted
     assert (info.batch_size, info.n_lik_evals, info.poisson_draws) == (0, 0, 0)
+
+
+def _counting(target):
+    """The same target, recording how many rows each likelihood call reads."""
+    reads = []
+
+    def loglik(q, idx):
+        reads.append(len(idx))
+        return target.loglik(q, idx)
+
+    return ArrayTarget(target.n_data, loglik, target.logprior), reads
+
+
+def test_box_rejects_proposals_outside_it_without_reading_data(rng):
+    """The prior (N(0, 1)) is positive everywhere; the bound's box [-0.5, 0.5] is not."""
+    target, bound, alias = _logistic()
+    counted, reads = _counting(target)
+    boxed = LipschitzBound(bound.c, EuclideanMetric(), "boxed", box=([-0.5], [0.5]))
+    state = ChainState(np.array([0.2]), target.logprior(np.array([0.2])))
+    for outside in (0.7, -0.50001, np.nan):
+        new, info = tuna_kernel(
+            rng, state, np.array([outside]), 0.0, counted, boxed, TunaSettings(10.0), alias
+        )
+        assert new is state and not info.accepted and info.accept == 0.0
+        assert (info.batch_size, info.n_lik_evals, info.poisson_draws, info.n_kept) == (0,) * 4
+    assert reads == []
+    # Without the box the same move is a minibatch (here full-data) test that reads data.
+    tuna_kernel(rng, state, np.array([0.7]), 0.0, counted, bound, TunaSettings(10.0), alias)
+    assert sum(reads) > 0
+
+
+def test_a_chain_never_leaves_the_box(rng):
+    target, bound, alias = _logistic()
+    lo, hi = -0.3, 0.5
+    boxed = LipschitzBound(bound.c, EuclideanMetric(), "boxed", box=([lo], [hi]))
+    state = ChainState(np.array([0.0]), target.logprior(np.array([0.0])))
+    positions, rejected_outside = [], 0
+    for _ in range(3000):
+        prop = state.position + 0.4 * rng.standard_normal(1)
+        new, info = tuna_kernel(rng, state, prop, 0.0, target, boxed, TunaSettings(0.1), alias)
+        if not lo <= prop[0] <= hi:
+            rejected_outside += 1
+            assert new is state and info.batch_size == 0
+        state = new
+        positions.append(state.position[0])
+    positions = np.asarray(positions)
+    assert np.all((positions >= lo) & (positions <= hi))
+    assert rejected_outside > 300
+    assert positions.min() < lo + 0.05 and positions.max() > hi - 0.05  # it explores the box
+
+
+def test_a_chain_outside_the_box_moves_in_without_reading_data(rng):
+    """Outside the box counts as zero density (like outside the prior support): the first
+    proposal inside is accepted without data, proposals outside are rejected."""
+    target, bound, alias = _logistic()
+    counted, reads = _counting(target)
+    boxed = LipschitzBound(bound.c, EuclideanMetric(), "boxed", box=([-0.5], [0.5]))
+    state = ChainState(np.array([0.8]), target.logprior(np.array([0.8])))
+    settings = TunaSettings(0.1)
+    new, info = tuna_kernel(rng, state, np.array([0.9]), 0.0, counted, boxed, settings, alias)
+    assert new is state and not info.accepted and info.batch_size == 0
+    new, info = tuna_kernel(rng, state, np.array([0.4]), 0.0, counted, boxed, settings, alias)
+    assert info.accepted and info.batch_size == 0 and new.position[0] == 0.4
+    assert new.logprior == target.logprior(np.array([0.4]))
+    assert reads == []
 
 
 def test_stats_are_consistent(rng):
