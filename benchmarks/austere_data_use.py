@@ -41,7 +41,9 @@ def _run(
     with pm.Model() as model:
         mu = pm.Normal("mu", 0, PRIOR_SD)
         pm.Normal("y", mu, 1.0, observed=y)
-        step = Austere(batch_size=batch_size, epsilon=epsilon)
+        step = Austere(
+            batch_size=batch_size, epsilon=epsilon, proposal="rw", control_variates=False
+        )
     posterior, stats, wall = timed_single_chain(
         model,
         step,

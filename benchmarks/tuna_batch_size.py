@@ -83,6 +83,7 @@ def batch_vs_chi(iters: int, tune: int, chis: list) -> tuple[list, list, float]:
         with model:
             step = TunaMH(
                 chi=chi,
+                control_variates=False,
                 proposal_cov=np.full(d, sd**2),
                 scaling=1.0,
                 tune=False,
@@ -96,7 +97,9 @@ def batch_vs_chi(iters: int, tune: int, chis: list) -> tuple[list, list, float]:
         row["paper"] = PAPER.get(chi)
         fixed.append(row)
         with model:
-            step = TunaMH(chi=chi, proposal_cov=np.full(d, sd**2), scaling=1.0)
+            step = TunaMH(
+                chi=chi, proposal_cov=np.full(d, sd**2), scaling=1.0, control_variates=False
+            )
         row = _sample(model, step, iters, tune, seed=20 + k)
         row["label"] = "auto" if chi is None else f"{chi:g}"
         tuned.append(row)
@@ -115,7 +118,7 @@ def batch_vs_n(sizes: list, draws: int, tune: int) -> list:
             pm.Bernoulli("y", logit_p=alpha + x @ beta, observed=y)
         for temperature in (1.0, n / 1000.0):
             with model:
-                step = TunaMH(temperature=temperature)
+                step = TunaMH(temperature=temperature, proposal="rw", control_variates=False)
             row = _sample(model, step, draws, tune, seed=n % 1000 + 1)
             row.update(n=n, temperature=temperature)
             rows.append(row)
@@ -134,7 +137,7 @@ def chi_efficiency(n: int, temperature: float, chis: list, draws: int, tune: int
     rows = []
     for k, chi in enumerate(chis):
         with model:
-            step = TunaMH(temperature=temperature, chi=chi)
+            step = TunaMH(temperature=temperature, chi=chi, proposal="rw", control_variates=False)
         row = _sample(model, step, draws, tune, seed=30 + k)
         row["label"] = "auto" if chi is None else f"{chi:g}"
         row["ess"] = row["ess_per_1000"] * draws / 1000.0

@@ -2,12 +2,13 @@
 
 Run with ``python -m pymc_minibatch_mh.demo [--n-data N] [--draws D] [--tune T]``.
 
-At temperature 1 a plain minibatch test needs batches close to N; with control
+Every step runs with its defaults (``TunaMH()``, ``MinibatchBarker()``, ...): control
 variates (a second-order Taylor expansion around the MAP whose full-data sum enters
-exactly) and independent proposals from the Laplace approximation, each MH step reads
-a handful of rows. The demo runs NUTS, the exact TunaMH and the approximate
-MinibatchBarker in one process and prints the compare() table: time, ESS/s, data per
-draw and the error of every posterior mean and sd against NUTS.
+exactly) and a mixture of independence moves from the Laplace approximation and
+random-walk moves, so each MH step reads a handful of rows at temperature 1. The demo
+runs NUTS, the exact TunaMH and FlyMC and the approximate MinibatchBarker and Austere in
+one process and prints the compare() table: time, ESS/s, data per draw and the error of
+every posterior mean and sd against NUTS.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 
 import pandas as pd
 
-from pymc_minibatch_mh import MinibatchBarker, TunaMH, compare
+from pymc_minibatch_mh import Austere, FlyMC, MinibatchBarker, TunaMH, compare
 from pymc_minibatch_mh.bench.problems import logistic_model
 
 
@@ -39,12 +40,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     table = compare(
         model,
         {
-            "tunamh cv independent (exact)": lambda: TunaMH(
-                control_variates=True, proposal="independent", steps_per_draw=2
-            ),
-            "barker cv independent (approx.)": lambda: MinibatchBarker(
-                control_variates=True, proposal="independent", steps_per_draw=3
-            ),
+            "TunaMH() (exact)": TunaMH,
+            "FlyMC() (exact)": FlyMC,
+            "MinibatchBarker() (approx.)": MinibatchBarker,
+            "Austere() (approx.)": Austere,
         },
         draws=args.draws,
         tune=args.tune,

@@ -224,7 +224,13 @@ def gmm(settings: RunSettings) -> BenchmarkResult:
 
     sd_cov = 0.15**2 * np.eye(2)  # proposal standard deviation 0.15 (matches the paper)
     var_cov = 0.15 * np.eye(2)  # "covariance diag(0.15, 0.15)" read literally
-    fixed = {"temperature": temperature, "scaling": 1.0, "tune": False, "progressbar": False}
+    fixed = {
+        "temperature": temperature,
+        "scaling": 1.0,
+        "tune": False,
+        "control_variates": False,  # the paper's plain minibatch tests
+        "progressbar": False,
+    }
     labels = {
         "sd": "barker m=50, rw sd 0.15",
         "var": "barker m=50, rw var 0.15",
@@ -461,7 +467,9 @@ def logistic(settings: RunSettings) -> BenchmarkResult:
     cv = {"control_variates": True, "proposal": "independent", "progressbar": False}
     full_data = {
         "metropolis (full data)": lambda: pm.Metropolis(),
-        "barker rw, no cv": lambda: MinibatchBarker(progressbar=False),
+        "barker rw, no cv": lambda: MinibatchBarker(
+            proposal="rw", control_variates=False, progressbar=False
+        ),
     }
     minibatch = {
         "barker cv independent x3": lambda: MinibatchBarker(steps_per_draw=3, **cv),
@@ -539,7 +547,9 @@ def robust(settings: RunSettings) -> BenchmarkResult:
     cv = {"control_variates": True, "proposal": "independent", "progressbar": False}
     full_data = {
         "metropolis (full data)": lambda: pm.Metropolis(),
-        "tunamh rw, no cv (exact)": lambda: TunaMH(progressbar=False),
+        "tunamh rw, no cv (exact)": lambda: TunaMH(
+            proposal="rw", control_variates=False, progressbar=False
+        ),
     }
     minibatch = {
         "tunamh cv independent x2 (exact)": lambda: TunaMH(steps_per_draw=2, **cv),

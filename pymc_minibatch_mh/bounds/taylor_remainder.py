@@ -71,6 +71,10 @@ def _student_t_shape_constant() -> float:
     return float(shape(best.x))
 
 
+#: Families whose per-datum third derivative in the linear predictor is bounded.
+REMAINDER_FAMILIES = ("bernoulli_logit", "normal", "student_t")
+
+
 def third_derivative_bound(lp: LinearPredictorLikelihood) -> np.ndarray:
     """``L3_i = sup_eta |d^3/d eta^3 log p(y_i | eta)|`` per datum (untempered).
 

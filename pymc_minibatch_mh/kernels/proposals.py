@@ -89,3 +89,42 @@ class IndependenceProposal:
         proposal = self.centre + scaling * (self.chol @ z)
         log_q_ratio = self.log_density(position, scaling) - self.log_density(proposal, scaling)
         return proposal, log_q_ratio
+
+
+@dataclass(frozen=True)
+class ProposalMixture:
+    """A random choice, at every iteration, between an independence and a random-walk move.
+
+    With probability ``p_independent`` the iteration is an MH step with the independence
+    proposal, otherwise one with the random walk. Each of the two is an MH kernel
+    reversible with respect to the target, and the choice does not depend on the state,
+    so the mixture is reversible too (Tierney 1994). The independence moves give nearly
+    independent draws where the posterior is close to its Gaussian fit; the random walk
+    keeps the chain moving where it is not.
+
+    Parameters
+    ----------
+    random_walk : RandomWalkProposal
+        The local move (scaled by the tuned ``scaling``).
+    independent : IndependenceProposal
+        The global move (always at scale 1).
+    p_independent : float
+        Probability of an independence move, in ``[0, 1]``.
+
+    References
+    ----------
+    .. [1] Tierney, L. "Markov chains for exploring posterior distributions", Annals of
+       Statistics 22, 1994.
+    """
+
+    random_walk: RandomWalkProposal
+    independent: IndependenceProposal
+    p_independent: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.p_independent <= 1.0:
+            raise ValueError(f"p_independent must lie in [0, 1]; got {self.p_independent}.")
+
+    def choose(self, rng: np.random.Generator) -> bool:
+        """Draw the kind of the next move: True for an independence move."""
+        return bool(rng.random() < self.p_independent)

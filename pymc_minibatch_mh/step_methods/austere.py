@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 
 from pymc_minibatch_mh.kernels.austere import AustereSettings, austere_kernel
+from pymc_minibatch_mh.kernels.austere_design import AustereDesign, design_austere_test
 from pymc_minibatch_mh.kernels.subsample import UsedRows
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep
+
+#: Worst-case probability that one default sequential test decides unlike exact MH.
+DEFAULT_TOLERANCE = 0.02
+#: Candidates searched for the default design (a subset of design_austere_test's grid that
+#: keeps the search to a fraction of a second at N = 1e6).
+DESIGN_BATCH_SIZES = (500, 1000, 2000, 5000)
+DESIGN_EPSILONS = (0.0002, 0.0005, 0.001, 0.002)
+
+
+@functools.lru_cache(maxsize=32)
+def default_design(n_data: int, tolerance: float) -> AustereDesign:
+    """The test design used when ``batch_size`` / ``epsilon`` are not given (cached per N).
+
+    :func:`~pymc_minibatch_mh.design_austere_test` over :data:`DESIGN_BATCH_SIZES` and
+    :data:`DESIGN_EPSILONS`: the smallest worst-case data use whose worst-case error per
+    decision is at most ``tolerance``. The number of stages ``N / m`` then stays bounded
+    and ``epsilon`` shrinks as N grows, so the bias does not grow with N as it does at a
+    fixed ``epsilon``.
+    """
+    return design_austere_test(
+        n_data, tolerance, batch_sizes=DESIGN_BATCH_SIZES, epsilons=DESIGN_EPSILONS
+    )
 
 
 class Austere(MinibatchStep):
@@ -48,7 +72,9 @@ class Austere(MinibatchStep):
     gave a posterior sd 1.04-1.2 times the exact one at N = 1e4 but 1.75 and 2.0 times
     at N = 1e5 and 1e6. For large N choose ``(batch_size, epsilon)`` with
     :func:`~pymc_minibatch_mh.design_austere_test` (a tolerance of 0.02 gave sd ratios
-    0.96, 0.96 and 1.10, within 5-9% Monte Carlo error) or use ``epsilon = 0``.
+    0.96, 0.96 and 1.10, within 5-9% Monte Carlo error), which is what the default does,
+    or use ``epsilon = 0``. With control variates (on by default) the standardised gap is
+    large and most tests stop at their first batch.
     The ``batch_size`` stat reports the rows each draw read.
 
     Parameters
@@ -56,19 +82,24 @@ class Austere(MinibatchStep):
     vars : list, optional
         Variables to sample. Default: the continuous free variables that the
         observed log-likelihood depends on; PyMC assigns other steps to the rest.
-    batch_size : int, default 500
-        First batch and increment ``m`` (the paper's rule: about 500, so that the
-        CLT holds for the batch mean).
-    epsilon : float, default 0.01
-        Per-test error level in ``[0, 0.5)``.
+    batch_size : int, optional
+        First batch and increment ``m``. Default: from the design below.
+    epsilon : float, optional
+        Per-test error level in ``[0, 0.5)`` (0 is exact MH). Default: from the design.
+    tolerance : float, default 0.02
+        When ``batch_size`` or ``epsilon`` is not given, both come from
+        :func:`default_design`: the pair ``(m, epsilon)`` with the smallest worst-case data
+        use whose worst-case error per MH decision is at most ``tolerance`` for this N
+        (e.g. ``m = 500, epsilon = 0.001`` at N = 2e4; ``m = 5000, epsilon = 0.0005`` at
+        N = 1e6). The design is available as the attribute ``design``.
     temperature : float, default 1
         ``K``: the likelihood is raised to ``1/K``; the prior is not tempered.
     scaling, proposal, proposal_cov, control_variates, reference_point, recentre, \
 start_at_reference, target_accept, tune, adapt_cov, steps_per_draw, data_dim, progressbar
         As for :class:`~pymc_minibatch_mh.MinibatchBarker`, except that the default
-        ``target_accept`` is 0.234 (the random-walk Metropolis rate). With
-        ``control_variates=True`` the test runs on the residuals of the Taylor proxy,
-        whose spread is far smaller, so a ``batch_size`` of about 100 suffices.
+        ``target_accept`` is 0.234 (the random-walk Metropolis rate). With control
+        variates the test runs on the residuals of the Taylor proxy, whose spread is far
+        smaller, so most tests stop at the first batch.
     model, rng, initial_point, compile_kwargs, blocked
         As for :class:`pymc.Metropolis`.
 
@@ -111,18 +142,26 @@ start_at_reference, target_accept, tune, adapt_cov, steps_per_draw, data_dim, pr
         self,
         vars: Sequence | None = None,
         *,
-        batch_size: int = 500,
-        epsilon: float = 0.01,
+        batch_size: int | None = None,
+        epsilon: float | None = None,
+        tolerance: float = DEFAULT_TOLERANCE,
         **kwargs,
     ):
-        if int(batch_size) != batch_size or batch_size < 2:
+        if batch_size is not None and (int(batch_size) != batch_size or batch_size < 2):
             raise ValueError(f"batch_size must be an integer >= 2; got {batch_size}.")
-        if not 0 <= epsilon < 0.5:
+        if epsilon is not None and not 0 <= epsilon < 0.5:
             raise ValueError(
                 f"epsilon must lie in [0, 0.5) (0 is exact MH); got {epsilon}. Use "
                 "design_austere_test(N, tolerance) to choose it from an error tolerance."
             )
+        if not 0 < tolerance < 0.5:
+            raise ValueError(f"tolerance must lie in (0, 0.5); got {tolerance}.")
         super().__init__(vars, **kwargs)
+        self.design = None
+        if batch_size is None or epsilon is None:
+            self.design = default_design(self.tall_data.n_data, tolerance)
+            batch_size = self.design.batch_size if batch_size is None else batch_size
+            epsilon = self.design.epsilon if epsilon is None else epsilon
         self.settings = AustereSettings(
             batch_size=int(batch_size), epsilon=float(epsilon), temperature=self.temperature
         )

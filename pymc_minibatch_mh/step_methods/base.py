@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, fields
@@ -11,6 +12,7 @@ import numpy as np
 import pymc as pm
 from pymc.blocking import RaveledVars
 from pymc.pytensorf import make_shared_replacements
+from pymc.stats.convergence import SamplerWarning
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
@@ -19,24 +21,39 @@ from pymc.vartypes import continuous_types
 
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation, adapt_scale
 from pymc_minibatch_mh.kernels.control_variates import ControlVariateTarget, TaylorProxy
-from pymc_minibatch_mh.kernels.proposals import IndependenceProposal, RandomWalkProposal
-from pymc_minibatch_mh.kernels.target import ChainState
-from pymc_minibatch_mh.likelihood import (
-    build_tall_data,
-    likelihood_value_vars,
-    recognise_linear_predictor,
+from pymc_minibatch_mh.kernels.proposals import (
+    IndependenceProposal,
+    ProposalMixture,
+    RandomWalkProposal,
 )
+from pymc_minibatch_mh.kernels.target import ChainState
+from pymc_minibatch_mh.likelihood import build_tall_data, recognise_linear_predictor
 from pymc_minibatch_mh.likelihood.taylor import (
-    check_block_covers_likelihood,
     compile_chunk_derivatives,
     compile_prior_hessian,
     compile_residual_diff,
     full_data_taylor,
 )
 from pymc_minibatch_mh.progress import progress_status
+from pymc_minibatch_mh.step_methods.monitor import NOISE_ROWS, PostTuningTally, chain_problems
 from pymc_minibatch_mh.step_methods.reference import block_position, find_map, laplace_covariance
 
-PROPOSALS = ("rw", "laplace", "independent")
+PROPOSALS = ("auto", "rw", "laplace", "independent")
+#: ``proposal="auto"``: probability of an independence move before tuning has measured
+#: how well the Gaussian fit works.
+INITIAL_P_INDEPENDENT = 0.5
+#: Bounds of the tuned probability of an independence move (the random walk keeps at
+#: least this share, and the independence moves too).
+P_INDEPENDENT_RANGE = (0.2, 0.8)
+#: Below this acceptance rate of its moves (relative to the method's best rate, see
+#: ``best_independent_rate``) the independence proposal is refitted to the tuning draws:
+#: the window's mean and covariance, the covariance inflated by this factor.
+REFIT_BELOW = 0.1
+REFIT_INFLATION = 1.2**2
+#: A window's sample covariance is shrunk towards the covariance in use with weight
+#: ``count / (count + COVARIANCE_PRIOR_DRAWS * d)``: a few hundred correlated draws
+#: estimate a d x d covariance poorly, and the Laplace covariance is a good prior guess.
+COVARIANCE_PRIOR_DRAWS = 10
 
 # ``accepted`` is float64 (0.0 / 1.0), as in PyMC's Metropolis: PyMC refuses a compound
 # step whose samplers report the same stat name with different dtypes.
@@ -46,6 +63,9 @@ COMMON_STATS = {
     "batch_size": (np.int64, []),
     "n_lik_evals": (np.int64, []),
     "scaling": (np.float64, []),
+    # A pymc SamplerWarning when a post-tuning check finds a problem, else None: PyMC
+    # logs it while sampling and drops the stat from the returned trace.
+    "warning": (SamplerWarning, None),
 }
 
 # How per-iteration info is folded into one stat when steps_per_draw > 1.
@@ -68,6 +88,9 @@ class MinibatchStepState(StepMethodState):
     reference: TaylorProxy | None
     chain_started: bool
     tune: bool
+    independent_tally: tuple
+    post_tuning: PostTuningTally
+    n_data_passes: int
 
 
 class MinibatchStep(ArrayStepShared):
@@ -82,6 +105,9 @@ class MinibatchStep(ArrayStepShared):
     stats_dtypes_shapes = dict(COMMON_STATS)
     _state_class = MinibatchStepState
     default_target_accept = 0.234
+    #: Acceptance rate of an independence proposal equal to the target (Metropolis' rule
+    #: accepts every such move; Barker's accepts half of them).
+    best_independent_rate = 1.0
     # Subclasses that need TallData.loglik_weighted_grad / logprior_grad set this
     # (on the class, or on the instance before calling MinibatchStep.__init__).
     _needs_gradients = False
@@ -92,16 +118,16 @@ class MinibatchStep(ArrayStepShared):
         *,
         temperature: float = 1.0,
         scaling: float | None = None,
-        proposal: str = "rw",
+        proposal: str = "auto",
         proposal_cov: np.ndarray | None = None,
-        control_variates: bool = False,
+        control_variates: bool | None = None,
         reference_point: dict | None = None,
-        recentre: bool = False,
+        recentre: bool | None = None,
         start_at_reference: bool = True,
         target_accept: float | None = None,
         tune: bool = True,
         adapt_cov: bool | None = None,
-        steps_per_draw: int = 1,
+        steps_per_draw: int | None = None,
         data_dim: str | None = None,
         progressbar: bool = True,
         model: pm.Model | None = None,
@@ -114,33 +140,32 @@ class MinibatchStep(ArrayStepShared):
         if initial_point is None:
             initial_point = model.initial_point()
         if vars is None:
-            vars = [v for v in likelihood_value_vars(model) if v.dtype in continuous_types]
+            # Every continuous free variable: hyperparameters that only enter the prior
+            # cost nothing per datum, and leaving them to NUTS would make NUTS evaluate
+            # the full-data likelihood at every leapfrog step.
+            vars = [v for v in model.value_vars if v.dtype in continuous_types]
             if not vars:
                 raise ValueError(
-                    "The observed log-likelihood depends on no continuous free variable, so "
-                    "there is nothing for a minibatch step to sample. Pass `vars=` explicitly."
+                    "The model has no continuous free variable, so there is nothing for a "
+                    "minibatch step to sample."
                 )
         else:
             vars = get_value_vars_from_user_vars(vars, model)
-        if not temperature > 0:
-            raise ValueError(f"temperature must be positive; got {temperature}.")
-        if int(steps_per_draw) != steps_per_draw or steps_per_draw < 1:
-            raise ValueError(f"steps_per_draw must be a positive integer; got {steps_per_draw}.")
+        if steps_per_draw is None:
+            steps_per_draw = self.default_steps_per_draw
+        if proposal == "auto" and proposal_cov is not None:
+            proposal = "rw"  # a given covariance asks for a random walk with it
+        _check_options(
+            temperature,
+            steps_per_draw,
+            target_accept,
+            proposal,
+            proposal_cov,
+            control_variates,
+            recentre,
+        )
         if target_accept is None:
             target_accept = self.default_target_accept
-        if not 0 < target_accept < 1:
-            raise ValueError(f"target_accept must lie in (0, 1); got {target_accept}.")
-        if proposal not in PROPOSALS:
-            raise ValueError(f"proposal must be one of {PROPOSALS}; got {proposal!r}.")
-        if proposal_cov is not None and proposal != "rw":
-            raise ValueError(
-                f"proposal_cov is only used with proposal='rw'; proposal={proposal!r} takes "
-                "its covariance from the Laplace approximation at the reference point."
-            )
-        if recentre and not control_variates:
-            raise ValueError(
-                "recentre=True moves the control variates: it needs control_variates=True."
-            )
 
         shared = make_shared_replacements(initial_point, vars, model)
         self.tall_data = build_tall_data(
@@ -153,8 +178,15 @@ class MinibatchStep(ArrayStepShared):
             gradients=self._needs_gradients,
         )
         ndim = self.tall_data.ndim
+        self.vars = vars  # (set again by ArrayStepShared; the hooks below read it)
         self.temperature = float(temperature)
         self.progressbar = bool(progressbar)
+        self.n_data_passes = 0
+        self._check_applicable(model, vars, initial_point)
+        control_variates = self._resolve_control_variates(control_variates)
+        if proposal == "auto":
+            proposal = self._auto_proposal(control_variates)
+
         self.reference: TaylorProxy | None = None
         self._taylor_derivatives = None
         self._residual_diff = None
@@ -162,53 +194,67 @@ class MinibatchStep(ArrayStepShared):
             self._taylor_derivatives = compile_chunk_derivatives(self.tall_data)
             if reference_point is None:
                 reference_point = find_map(model, initial_point, progressbar=self.progressbar)
-            self.reference = full_data_taylor(
-                self.tall_data,
-                block_position(reference_point, vars),
-                derivatives=self._taylor_derivatives,
-                progressbar=self.progressbar,
-            )
+            self.reference = self._taylor_at(block_position(reference_point, vars))
         if control_variates:
-            check_block_covers_likelihood(self.tall_data)
             self._residual_diff = compile_residual_diff(self.tall_data)
         self._untuned_reference = self.reference
-        self.recentre = bool(recentre)
-        self._recentre_window = CovarianceWindow(ndim, first_window=50) if recentre else None
-
-        self.adapt_scale = proposal != "independent"
         self._laplace_chol = None
         if self.reference is not None:
             prior_hessian = compile_prior_hessian(self.tall_data)(self.reference.reference)
             try:
                 cov = laplace_covariance(self.reference, prior_hessian, self.temperature)
                 self._laplace_chol = np.linalg.cholesky(cov)
-            except ValueError:
-                if proposal != "rw":
+            except ValueError as err:
+                if proposal in ("laplace", "independent"):
                     raise
-                # Random-walk proposals need no Laplace covariance: chains that tune then
-                # start at the reference point itself.
+                if proposal == "auto":
+                    warnings.warn(
+                        f"{type(self).__name__}: {err} The step falls back to an adaptive "
+                        "random walk (proposal='rw'), which mixes more slowly than the default "
+                        "on near-Gaussian posteriors.",
+                        UserWarning,
+                        stacklevel=2,
+                    )
+                    proposal = "rw"
         # Where tuning chains start (see `start_at_reference`): centre plus chol @ z.
         self._start_requested = bool(start_at_reference)
         self._start_centre = None if self.reference is None else self.reference.reference
         self._start_chol = self._laplace_chol
         self.chain_started = False
+        self.proposal_kind = proposal
         if proposal == "rw":
             self._untuned_proposal = RandomWalkProposal.from_covariance(proposal_cov, ndim)
             default_scaling = self._default_scaling(
                 temperature, self.tall_data.n_data, ndim, proposal_cov
             )
+        elif proposal == "independent":
+            self._untuned_proposal = IndependenceProposal(
+                centre=self.reference.reference, chol=self._laplace_chol
+            )
+            default_scaling = 1.0
         else:
+            random_walk = RandomWalkProposal(self._laplace_chol)
+            default_scaling = 2.38 / math.sqrt(ndim)
             if proposal == "laplace":
-                self._untuned_proposal = RandomWalkProposal.from_covariance(cov, ndim)
-                default_scaling = 2.38 / math.sqrt(ndim)
+                self._untuned_proposal = random_walk
             else:
-                self._untuned_proposal = IndependenceProposal(
-                    centre=self.reference.reference, chol=self._laplace_chol
+                self._untuned_proposal = ProposalMixture(
+                    random_walk,
+                    IndependenceProposal(centre=self.reference.reference, chol=self._laplace_chol),
+                    INITIAL_P_INDEPENDENT,
                 )
-                default_scaling = 1.0
         self.proposal = self._untuned_proposal
+        self._move_independent = False
+        # Recentring the control variates: True, at the end of tuning; None (default, with
+        # control variates), whenever a tuning window shows the proxy's centre is off.
+        self.recentre = recentre if control_variates else False
+        self._recentre_window = (
+            CovarianceWindow(ndim, first_window=50) if self.recentre is True else None
+        )
+
+        self.adapt_scale = proposal != "independent"
         if adapt_cov is None:
-            adapt_cov = proposal == "rw"
+            adapt_cov = proposal in ("rw", "auto")
         self.adapt_cov = bool(adapt_cov) and ndim > 1 and proposal != "independent"
         self.cov_window = CovarianceWindow(ndim) if self.adapt_cov else None
         if scaling is None:
@@ -221,7 +267,69 @@ class MinibatchStep(ArrayStepShared):
         self.tune = bool(tune)
         self._untuned_adaptation = ScaleAdaptation(math.log(scaling))
         self.adaptation = self._untuned_adaptation
+        self.independent_tally = (0, 0.0)
+        self.post_tuning = PostTuningTally()
+        self._pending_warnings: list = []
+        self._setup_passes = self.n_data_passes
         super().__init__(vars, shared, blocked=blocked, rng=rng)
+
+    # ---------------------------------------------------------------- construction hooks
+    #: Whether the method can use Taylor control variates (FlyMC's bounds play that role).
+    supports_control_variates = True
+    #: Inner MH iterations per PyMC draw when ``steps_per_draw`` is not given.
+    default_steps_per_draw = 1
+
+    def _check_applicable(self, model: pm.Model, vars: Sequence, initial_point: dict) -> None:
+        """Refuse a model the method cannot sample, before any pass over the data.
+
+        Subclasses that need a recognised likelihood (TunaMH, FlyMC) override this.
+        """
+
+    def _auto_proposal(self, control_variates: bool) -> str:
+        """What ``proposal="auto"`` means for this method and model (the mixture here)."""
+        return "auto"
+
+    def _control_variates_unavailable(self) -> str | None:
+        """Why control variates cannot be used for this model and block, or None."""
+        if not self.supports_control_variates:
+            return f"{type(self).__name__} does not use control variates"
+        outside = self.tall_data.graphs.likelihood_outside_block
+        if outside:
+            return (
+                f"the likelihood depends on {list(outside)}, which are outside the step's "
+                "block (sampled by other step methods), so the proxy's full-data sums could "
+                "not be kept fixed"
+            )
+        return None
+
+    def _resolve_control_variates(self, requested: bool | None) -> bool:
+        """``control_variates=None`` means: on whenever the model allows them."""
+        reason = self._control_variates_unavailable()
+        if requested is None:
+            if reason is not None and self.supports_control_variates:
+                warnings.warn(
+                    f"{type(self).__name__}: control variates are off because {reason}. "
+                    "Without them the minibatch log-likelihood ratio is noisy at temperature "
+                    "1, and batches grow towards N (or, for TunaMH, steps shrink). Put every "
+                    "free variable of the likelihood in the step's block (vars=None does) to "
+                    "switch them on.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+            return reason is None
+        if requested and reason is not None:
+            raise ValueError(f"control_variates=True is not possible: {reason}.")
+        return bool(requested)
+
+    def _taylor_at(self, position: np.ndarray, *, progressbar: bool = True) -> TaylorProxy:
+        """Full-data Taylor sums at ``position`` (one pass over the data, counted)."""
+        self.n_data_passes += 1
+        return full_data_taylor(
+            self.tall_data,
+            position,
+            derivatives=self._taylor_derivatives,
+            progressbar=self.progressbar and progressbar,
+        )
 
     def _recognise_linear_predictor(self, model: pm.Model, initial_point: dict):
         """The likelihood as a linear-predictor family over this step's block, checked
@@ -270,20 +378,22 @@ class MinibatchStep(ArrayStepShared):
         self.reference = self._untuned_reference
         self.chain_started = False
         self.cov_window = CovarianceWindow(self.tall_data.ndim) if self.adapt_cov else None
-        if self.recentre:
+        if self.recentre is True:
             self._recentre_window = CovarianceWindow(self.tall_data.ndim, first_window=50)
+        self.independent_tally = (0, 0.0)
+        self.post_tuning = PostTuningTally()
+        self._pending_warnings = []
 
     def stop_tuning(self) -> None:
         """End of tuning: with ``recentre=True``, move the control variates to the chain's
         recent mean (one pass over the data); the proxy is fixed from then on."""
-        if self.recentre and self.tune and self._recentre_window.count > 0:
+        if self.recentre is True and self.tune and self._recentre_window.count > 0:
             self._recentre(self._recentre_window.mean)
         super().stop_tuning()
 
     def _recentre(self, position: np.ndarray) -> None:
-        self.reference = full_data_taylor(
-            self.tall_data, position, derivatives=self._taylor_derivatives, progressbar=False
-        )
+        """Move the control variates' expansion point (one pass over the data)."""
+        self.reference = self._taylor_at(position, progressbar=False)
 
     def set_rng(self, rng) -> None:
         """PyMC 5 per-chain hook: one Generator per chain, fresh per-chain state."""
@@ -348,8 +458,24 @@ class MinibatchStep(ArrayStepShared):
     def _transition(self, state: ChainState):
         """Propose and test once; return ``(new_state, info)`` from a kernel."""
 
+    def _choose_move(self):
+        """The proposal of the next MH iteration and its scale; records its kind.
+
+        Returns ``(proposal, scaling)``; ``proposal(rng, position, scaling)`` gives the
+        proposed point and the log proposal-density ratio.
+        """
+        proposal = self.proposal
+        if isinstance(proposal, ProposalMixture):
+            self._move_independent = proposal.choose(self.rng)
+            if self._move_independent:
+                return proposal.independent, 1.0
+            return proposal.random_walk, self.adaptation.scaling
+        self._move_independent = isinstance(proposal, IndependenceProposal)
+        return proposal, self.adaptation.scaling
+
     def _propose(self, state: ChainState) -> tuple[np.ndarray, float]:
-        return self.proposal(self.rng, state.position, self.adaptation.scaling)
+        proposal, scaling = self._choose_move()
+        return proposal(self.rng, state.position, scaling)
 
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict]]:
         position = np.asarray(q0.data, dtype=np.float64)
@@ -374,17 +500,23 @@ class MinibatchStep(ArrayStepShared):
             infos.append(info)
         stats = self._stats(infos)
         stats["scaling"] = scaling
+        stats["warning"] = None if self.tune else self._check_chain(state.position, infos)
         return RaveledVars(state.position, q0.point_map_info), [stats]
 
+    # ---------------------------------------------------------------- tuning
     def _adapt(self, position: np.ndarray, accept_prob: float) -> None:
-        """Tuning schedule: Robbins–Monro on log(scaling), windowed covariance estimates,
-        and the running mean used to recentre the control variates."""
+        """Tuning schedule: Robbins–Monro on log(scaling) from the random-walk moves,
+        windowed covariance estimates (which also refit ``proposal="auto"``), and the
+        running mean used by ``recentre=True``."""
         if self._recentre_window is not None:
             self._recentre_window = self._recentre_window.add(position)
             if self._recentre_window.complete:
                 # Doubling windows: at the end of tuning the mean covers the latest half.
                 self._recentre_window = self._recentre_window.next_window()
-        if self.adapt_scale:
+        if self._move_independent:
+            proposed, accepted = self.independent_tally
+            self.independent_tally = (proposed + 1, accepted + accept_prob)
+        elif self.adapt_scale:
             self.adaptation = adapt_scale(self.adaptation, accept_prob, self.target_accept)
         if self.cov_window is None:
             return
@@ -393,13 +525,87 @@ class MinibatchStep(ArrayStepShared):
             return
         cov = self.cov_window.covariance()
         if cov is not None:
-            if self.proposal is self._untuned_proposal:
-                # The scale tuned for the initial proposal does not carry over.
-                self.adaptation = ScaleAdaptation(
-                    math.log(2.38 / math.sqrt(self.tall_data.ndim)), self.adaptation.n_updates
-                )
-            self.proposal = RandomWalkProposal.from_covariance(cov, self.tall_data.ndim)
+            if isinstance(self.proposal, ProposalMixture):
+                self._refit_mixture(self.cov_window.mean, cov)
+            else:
+                if self.proposal is self._untuned_proposal:
+                    # The scale tuned for the initial proposal does not carry over.
+                    self.adaptation = ScaleAdaptation(
+                        math.log(2.38 / math.sqrt(self.tall_data.ndim)), self.adaptation.n_updates
+                    )
+                self.proposal = RandomWalkProposal.from_covariance(cov, self.tall_data.ndim)
         self.cov_window = self.cov_window.next_window()
+
+    def _refit_mixture(self, mean: np.ndarray, cov: np.ndarray) -> None:
+        """End of a tuning window with ``proposal="auto"``.
+
+        The random walk takes the window's covariance, shrunk towards the one in use. The
+        independence proposal keeps its Gaussian fit unless its moves were rarely accepted,
+        in which case it is refitted to the window's mean and (inflated) covariance; the
+        probability of an independence move follows its acceptance rate. With control
+        variates (``recentre=None``) the proxy is re-expanded at the window's mean when the
+        independence fit was poor or the mean sits more than about one posterior sd (beyond
+        Monte Carlo noise) from the expansion point: one pass over the data.
+        """
+        mixture = self.proposal
+        ndim = self.tall_data.ndim
+        previous = mixture.random_walk.chol
+        weight = self.cov_window.count / (self.cov_window.count + COVARIANCE_PRIOR_DRAWS * ndim)
+        cov = weight * cov + (1.0 - weight) * (previous @ previous.T)
+        chol = np.linalg.cholesky(cov)
+        proposed, accepted = self.independent_tally
+        rate = accepted / proposed / self.best_independent_rate if proposed else 0.0
+        independent = mixture.independent
+        refit = rate < REFIT_BELOW
+        if refit:
+            independent = IndependenceProposal(
+                centre=mean.copy(), chol=math.sqrt(REFIT_INFLATION) * chol, df=independent.df
+            )
+            p_independent = INITIAL_P_INDEPENDENT
+        else:
+            p_independent = float(np.clip(1.6 * rate, *P_INDEPENDENT_RANGE))
+        self.proposal = ProposalMixture(RandomWalkProposal(chol), independent, p_independent)
+        self.independent_tally = (0, 0.0)
+        if self.recentre is None and self.reference is not None:
+            offset = float(np.linalg.norm(np.linalg.solve(chol, mean - self.reference.reference)))
+            noise = math.sqrt(ndim / max(self.cov_window.count, 1))
+            if refit or offset > 1.0 + 2.0 * noise:
+                self._recentre(mean)
+
+    # ---------------------------------------------------------------- after tuning
+    def _check_chain(self, position: np.ndarray, infos: list) -> SamplerWarning | None:
+        """Count the draw; at the check points report problems (one warning per draw)."""
+        tally = self.post_tuning.add(
+            len(infos),
+            sum(float(info.accepted) for info in infos),
+            sum(float(info.batch_size) for info in infos),
+        )
+        if tally.due:
+            noise = None
+            if self.control_variates:
+                noise = (self._ratio_noise(position), self._ratio_noise(self.reference.reference))
+            problems = chain_problems(
+                tally, step_name=type(self).__name__, n_data=self.tall_data.n_data, noise=noise
+            )
+            tally = tally.checked(set(problems))
+            self._pending_warnings.extend(problems.values())
+        self.post_tuning = tally
+        return self._pending_warnings.pop(0) if self._pending_warnings else None
+
+    def _ratio_noise(self, position: np.ndarray) -> float:
+        """Sd of the control-variate estimate of the log-likelihood ratio from
+        ``NOISE_ROWS`` rows, for a fixed random-walk move from ``position`` (own seed)."""
+        probe = np.random.default_rng(20261123)
+        n = self.tall_data.n_data
+        rows = probe.choice(n, size=min(n, 4 * NOISE_ROWS), replace=False).astype(np.int64)
+        proposal = self.proposal
+        if isinstance(proposal, ProposalMixture):
+            proposal = proposal.random_walk
+        if not isinstance(proposal, RandomWalkProposal):
+            proposal = RandomWalkProposal(self._laplace_chol)
+        moved, _ = proposal(probe, position, self.adaptation.scaling)
+        residuals = self.target.loglik_diff(moved, position, rows) / self.temperature
+        return float(n * np.std(residuals) / math.sqrt(NOISE_ROWS))
 
     def _stats(self, infos: list) -> dict:
         if len(infos) == 1:
@@ -410,3 +616,26 @@ class MinibatchStep(ArrayStepShared):
             reduce = _REDUCERS.get(f.name, lambda xs: float(np.nanmax(xs)))
             stats[f.name] = reduce(values)
         return stats
+
+
+def _check_options(
+    temperature, steps_per_draw, target_accept, proposal, proposal_cov, control_variates, recentre
+) -> None:
+    """Refuse inconsistent constructor options before any work."""
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive; got {temperature}.")
+    if int(steps_per_draw) != steps_per_draw or steps_per_draw < 1:
+        raise ValueError(f"steps_per_draw must be a positive integer; got {steps_per_draw}.")
+    if target_accept is not None and not 0 < target_accept < 1:
+        raise ValueError(f"target_accept must lie in (0, 1); got {target_accept}.")
+    if proposal not in PROPOSALS:
+        raise ValueError(f"proposal must be one of {PROPOSALS}; got {proposal!r}.")
+    if proposal_cov is not None and proposal != "rw":
+        raise ValueError(
+            f"proposal_cov is only used with proposal='rw'; proposal={proposal!r} takes "
+            "its covariance from the Laplace approximation at the reference point."
+        )
+    if recentre and control_variates is False:
+        raise ValueError(
+            "recentre=True moves the control variates: it cannot go with control_variates=False."
+        )

@@ -16,8 +16,9 @@ from pymc_minibatch_mh.bounds.lipschitz import (
     LipschitzBound,
     UnsupportedBound,
 )
-from pymc_minibatch_mh.bounds.taylor_remainder import taylor_remainder_bound
+from pymc_minibatch_mh.bounds.taylor_remainder import REMAINDER_FAMILIES, taylor_remainder_bound
 from pymc_minibatch_mh.kernels.alias import AliasTable
+from pymc_minibatch_mh.kernels.proposals import ProposalMixture
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.kernels.tuna import (
     BOUND_ATOL,
@@ -44,9 +45,14 @@ _EXPLICIT_BOUND_HINT = (
 )
 # Pseudo-proposals drawn to seed the chi window when it is empty (no data are read).
 _PILOT_PROPOSALS = 100
-# Bound probes at construction: points around the initial point, rows per probe.
+# Bound probes at construction: pairs (q0, q0 + scale * z) around the initial point; a
+# derived (automatic) bound is probed on _PROBE_ROWS random rows, a user-given one on every
+# row, streamed in chunks of _VALIDATION_CHUNK_ROWS (all pairs per chunk: one pass).
 _PROBE_SCALES = (1e-3, 1e-1, 1.0)
 _PROBE_ROWS = 2000
+_VALIDATION_CHUNK_ROWS = 65_536
+# chi used when every recent (C M)^2 is 0 (e.g. C = 0): the batch is empty whatever chi is.
+_CHI_WHEN_IRRELEVANT = 1.0
 
 
 @dataclass_state
@@ -54,6 +60,7 @@ class TunaStepState(MinibatchStepState):
     bound: LipschitzBound
     alias: AliasTable | None
     chi_adaptation: ChiAdaptation | None
+    previous_chi_adaptation: ChiAdaptation | None
 
 
 class TunaMH(MinibatchStep):
@@ -100,14 +107,20 @@ class TunaMH(MinibatchStep):
         ``chi > 0``. Default (None): chosen while tuning by the paper's heuristic,
         the largest ``chi`` that keeps ``chi C^2 M^2 <= 1`` for 90% of recent proposals
         (so the batch stays near its floor ``C M``), then fixed. Without tuning it is
-        set once from 100 pseudo-proposals at the first step. The heuristic minimises
-        the data read per step; when the ratio noise dominates (large ``C M``), a larger
-        ``chi``, about ``1 / (C M)`` (a batch twice its floor), divides the noise variance
-        by about 3, allows a larger step and usually gives more ESS per second (see
-        ``benchmarks/results/tuna_batch_size.md``). For a guaranteed spectral-gap ratio
-        ``kappa`` use :func:`~pymc_minibatch_mh.bounds.lipschitz.chi_from_kappa`.
+        set once from 100 pseudo-proposals at the first step. If the proposal changes on
+        the last tuning step (a covariance window closes), the ``chi`` of the window
+        before the change is kept. When every ``C M`` is 0 (e.g. ``C = 0`` with control
+        variates on a Gaussian likelihood) ``chi`` is irrelevant and reported as 1. The
+        heuristic minimises the data read per step; when the ratio noise dominates
+        (large ``C M``), a larger ``chi``, about ``1 / (C M)`` (a batch twice its floor),
+        divides the noise variance by about 3, allows a larger step and usually gives more
+        ESS per second (see ``benchmarks/results/tuna_batch_size.md``). For a guaranteed
+        spectral-gap ratio ``kappa`` use
+        :func:`~pymc_minibatch_mh.bounds.lipschitz.chi_from_kappa`.
     bound : LipschitzBound, optional
-        Explicit constants and metric (untempered log-likelihood).
+        Explicit constants and metric (untempered log-likelihood), optionally with a
+        ``box`` on which they hold: the chain then never leaves the box (it samples the
+        posterior restricted to it), and the initial point must lie in it.
     c : array_like, optional
         Per-datum constants (shape ``(N,)``), instead of ``bound``.
     metric : callable, optional
@@ -129,7 +142,7 @@ class TunaMH(MinibatchStep):
 start_at_reference, tune, adapt_cov, steps_per_draw, data_dim, progressbar
         As for :class:`~pymc_minibatch_mh.MinibatchBarker`; with ``control_variates=True``
         the bound is the Taylor-remainder bound described above, and ``bound``/``c``
-        must not be given.
+        must not be given (when they are, control variates are off unless asked for).
     model, rng, initial_point, compile_kwargs, blocked
         As for :class:`pymc.Metropolis`.
 
@@ -146,7 +159,11 @@ start_at_reference, tune, adapt_cov, steps_per_draw, data_dim, progressbar
     up, tuning then shrinks the step. TunaMH pays off for tempered posteriors (large
     ``K``) or when ``C M`` is small; at ``K = 1`` on very tall data, expect small steps
     or batches near ``N``. The bound is checked on every datum drawn: a violated
-    bound raises an error instead of biasing the chain.
+    bound raises an error instead of biasing the chain. A user-given bound is also
+    checked at construction on every datum (one streaming pass over the data, at three
+    moves of sizes 1e-3, 0.1 and 1 from the initial point); derived bounds are
+    spot-checked there on 2000 rows. With a bound that has a ``box``, proposals outside
+    it are rejected without reading data, so the chain stays in the box.
 
     References
     ----------
@@ -207,16 +224,21 @@ start_at_reference, tune, adapt_cov, steps_per_draw, data_dim, progressbar
                 "on the Taylor remainders, not on the log-likelihood); explicit `bound=` / `c=` "
                 "are only supported without control variates."
             )
+        user_bound = bound is not None or c is not None
+        if user_bound and kwargs.get("control_variates") is None:
+            # An explicit bound is on the log-likelihood itself, not on Taylor remainders.
+            kwargs["control_variates"] = False
         model = pm.modelcontext(kwargs.pop("model", None))
         initial_point = kwargs.pop("initial_point", None)
         if initial_point is None:
             initial_point = model.initial_point()
+        self._user_bound = user_bound
+        self._lp = None
+        self._box = None
         super().__init__(vars, model=model, initial_point=initial_point, **kwargs)
 
         n_data = self.tall_data.n_data
         self._fixed_chi = None if chi is None else float(chi)
-        self._lp = None
-        self._box = None
         if c is not None:
             bound = LipschitzBound(c, metric if metric is not None else EuclideanMetric())
         # With control variates the bound is whitened once by the Laplace covariance.
@@ -224,15 +246,10 @@ start_at_reference, tune, adapt_cov, steps_per_draw, data_dim, progressbar
             bool(precondition) and bound is None and c is None and not self.control_variates
         )
         if self.control_variates:
-            lp, _ = self._recognise(model, initial_point, need_box=False)
-            bound = self._remainder_bound(lp, self.reference.reference)
-            self._lp = lp
+            bound = self._remainder_bound(self._lp, self.reference.reference)
         elif bound is None:
-            lp, self._box = self._recognise(model, initial_point)
             chol = self._untuned_proposal_chol() if self.precondition else None
-            bound = LipschitzBound.from_linear_predictor(lp, chol=chol, box=self._box)
-            if self.precondition:  # kept to rebuild c when the tuned proposal changes
-                self._lp = lp
+            bound = LipschitzBound.from_linear_predictor(self._lp, chol=chol, box=self._box)
         if bound.n_data != n_data:
             raise ValueError(
                 f"The bound has {bound.n_data} constants but the model has {n_data} data points."
@@ -240,13 +257,66 @@ start_at_reference, tune, adapt_cov, steps_per_draw, data_dim, progressbar
         q0 = np.concatenate(
             [np.asarray(initial_point[v.name], dtype=np.float64).ravel() for v in self.vars]
         )
-        self._probe_bound(bound, q0)
+        if bound.box is not None:
+            _check_start_in_box(bound, q0, list(self.tall_data.var_names))
+        # A derived bound is spot-checked; a user bound is checked on every row.
+        self._probe_bound(bound, q0, all_rows=user_bound)
         self._untuned_bound = bound
         self._untuned_alias = _alias_for(bound)
         self.bound = self._untuned_bound
         self.alias = self._untuned_alias
         self.chi_adaptation = None if self._fixed_chi is not None else ChiAdaptation()
+        # The window dropped when the proposal last changed (kept for stop_tuning).
+        self.previous_chi_adaptation = None
         self._last_cm2 = math.nan
+
+    # ---------------------------------------------------------------- construction hooks
+    def _check_applicable(self, model, vars, initial_point) -> None:
+        """Before any pass over the data: recognise the likelihood (unless a bound is given)."""
+        self._initial_point = initial_point
+        self._model = model
+        if not self._user_bound:
+            self._lp = self._recognise(model, initial_point)
+
+    def _control_variates_unavailable(self) -> str | None:
+        reason = super()._control_variates_unavailable()
+        if reason is not None:
+            return reason
+        if self._user_bound:
+            return "an explicit bound (`bound=` / `c=`) is on the log-likelihood itself"
+        if self._lp.family not in REMAINDER_FAMILIES:
+            return (
+                f"no bound on the third derivative of a {self._lp.family} log-likelihood (which "
+                "bounds its Taylor remainders) is available"
+            )
+        return None
+
+    def _auto_proposal(self, control_variates: bool) -> str:
+        """Without control variates the Lipschitz bound grows with the move's length, so
+        independence moves would read all N rows: the default is then a random walk with
+        the Laplace covariance."""
+        return "auto" if control_variates else "laplace"
+
+    def _resolve_control_variates(self, requested: bool | None) -> bool:
+        """Control variates as the base decides; without them (and without an explicit
+        bound) the likelihood needs a Lipschitz bound, checked here before any data pass."""
+        use = super()._resolve_control_variates(requested)
+        if not use and not self._user_bound and self._lp.family in BOX_FAMILIES:
+            box, reason = _prior_box(self._model, self.vars, self._initial_point)
+            if box is None:
+                hint = _EXPLICIT_BOUND_HINT.format(
+                    names=list(self.tall_data.var_names), ndim=self.tall_data.ndim
+                )
+                raise UnsupportedBound(
+                    f"TunaMH found a {self._lp.family} likelihood, whose log-density is not "
+                    "Lipschitz in the parameters on an unbounded space, and control variates "
+                    f"are off ({self._control_variates_unavailable() or 'control_variates=False'})"
+                    f"; moreover {reason}. Give every sampled variable an untransformed bounded "
+                    "prior, e.g. pm.Uniform('b', -3, 3, default_transform=None), so the bound "
+                    f"can use that box. Or: {hint}"
+                )
+            self._box = box
+        return use
 
     # ---------------------------------------------------------------- bounds
     def _remainder_bound(self, lp, reference: np.ndarray) -> LipschitzBound:
@@ -260,43 +330,47 @@ start_at_reference, tune, adapt_cov, steps_per_draw, data_dim, progressbar
         super()._recentre(position)
         self._set_bound(self._remainder_bound(self._lp, self.reference.reference))
 
-    def _recognise(self, model, initial_point, need_box: bool = True):
-        """Linear-predictor likelihood and (for box families) the prior box, or a clear error."""
+    def _recognise(self, model, initial_point):
+        """The likelihood as a linear predictor of the block, or a clear error."""
         hint = _EXPLICIT_BOUND_HINT.format(
             names=list(self.tall_data.var_names), ndim=self.tall_data.ndim
         )
         try:
-            lp = self._recognise_linear_predictor(model, initial_point)
+            return self._recognise_linear_predictor(model, initial_point)
         except UnsupportedLikelihood as err:
             raise UnsupportedLikelihood(
                 f"TunaMH could not derive Lipschitz bounds from the model: {err} {hint}"
             ) from err
-        box = None
-        if need_box and lp.family in BOX_FAMILIES:
-            box, reason = _prior_box(model, self.vars, initial_point)
-            if box is None:
-                raise UnsupportedBound(
-                    f"TunaMH found a {lp.family} likelihood, whose log-density is not Lipschitz "
-                    f"in the parameters on an unbounded space ({reason}). Give every sampled "
-                    "variable an untransformed bounded prior, e.g. pm.Uniform('b', -3, 3, "
-                    f"default_transform=None), so the bound can use that box. Or: {hint}"
-                )
-        return lp, box
 
     def _untuned_proposal_chol(self) -> np.ndarray | None:
-        return getattr(self._untuned_proposal, "chol", None)
+        return _proposal_chol(self._untuned_proposal)
 
-    def _probe_bound(self, bound: LipschitzBound, q0: np.ndarray) -> None:
-        """Check the bound on a few pairs near the initial point (fixed seed; reads few rows).
+    def _probe_bound(self, bound: LipschitzBound, q0: np.ndarray, *, all_rows: bool) -> None:
+        """Check the bound at a few pairs ``(q0, q0 + scale * z)`` (fixed seed).
 
-        A cheap early warning for a wrong user bound; the kernel checks every drawn
-        datum during sampling anyway.
+        Parameters
+        ----------
+        bound : LipschitzBound
+            The bound to check (untempered constants).
+        q0 : ndarray
+            The initial point (inside ``bound.box`` if there is one).
+        all_rows : bool
+            True: every row, in one streaming pass over chunks of
+            ``_VALIDATION_CHUNK_ROWS`` rows (all pairs per chunk), for user-given bounds,
+            whose constants may be wrong for any single datum. False: ``_PROBE_ROWS``
+            random rows, a cheap early warning for derived bounds.
+
+        Pairs whose second point is outside the prior support are skipped (the kernel
+        never evaluates them); with a box, the second point is clipped into it. The
+        kernel checks every drawn datum during sampling as well.
         """
-        probe_rng = np.random.default_rng(0)
         n, ndim = self.tall_data.n_data, self.tall_data.ndim
-        rows = probe_rng.choice(n, size=min(n, _PROBE_ROWS), replace=False)
+        pair_rng = np.random.default_rng(0)
+        pairs = []
         for scale in _PROBE_SCALES:
-            q_new = q0 + scale * probe_rng.standard_normal(ndim)
+            q_new = q0 + scale * pair_rng.standard_normal(ndim)
+            if bound.box is not None:
+                q_new = np.clip(q_new, *bound.box)
             if not math.isfinite(self.tall_data.logprior(q_new)):
                 continue  # outside the prior support: never evaluated by the kernel
             m, m_back = float(bound.metric(q0, q_new)), float(bound.metric(q_new, q0))
@@ -305,17 +379,39 @@ start_at_reference, tune, adapt_cov, steps_per_draw, data_dim, progressbar
                     f"The TunaMH metric must be finite, non-negative and symmetric; got "
                     f"metric(q, q')={m!r}, metric(q', q)={m_back!r}."
                 )
-            diff = np.abs(self.target.loglik_diff(q_new, q0, rows))
-            limit = bound.c[rows] * m
-            bad = ~(diff <= limit * (1 + BOUND_RTOL) + BOUND_ATOL)
-            if bad.any():
-                j = int(np.flatnonzero(bad)[0])
-                hint = _EXPLICIT_BOUND_HINT.format(names=list(self.tall_data.var_names), ndim=ndim)
-                raise ValueError(
-                    f"The TunaMH bound ({bound.description}) does not hold near the initial "
-                    f"point: datum {int(rows[j])} has |log p(y_i|q) - log p(y_i|q')| = "
-                    f"{diff[j]:.6g} > c_i * M = {limit[j]:.6g}. {hint}"
-                )
+            pairs.append((scale, q_new, m))
+        if not pairs:
+            return
+        if all_rows:
+            size = _VALIDATION_CHUNK_ROWS
+            chunks = (np.arange(start, min(start + size, n)) for start in range(0, n, size))
+            checked = f"all {n} data points are checked"
+            advice = "Increase c[{i}], and check the constants of the other data likewise."
+        else:
+            rows = np.random.default_rng(1).choice(n, size=min(n, _PROBE_ROWS), replace=False)
+            chunks = (rows,)
+            checked = f"{rows.size} of {n} data points are spot-checked"
+            advice = "The derived bound is wrong for this model: please report it."
+        target = self.target
+        for idx in chunks:
+            c = bound.c[idx]
+            for scale, q_new, m in pairs:
+                diff = np.abs(np.asarray(target.loglik_diff(q_new, q0, idx), dtype=np.float64))
+                limit = c * m
+                bad = ~(diff <= limit * (1 + BOUND_RTOL) + BOUND_ATOL)  # NaN counts as bad
+                if bad.any():
+                    j = int(np.flatnonzero(bad)[0])
+                    hint = _EXPLICIT_BOUND_HINT.format(
+                        names=list(self.tall_data.var_names), ndim=ndim
+                    )
+                    raise ValueError(
+                        f"The TunaMH bound ({bound.description}) does not hold near the "
+                        f"initial point: datum {int(idx[j])} has |log p(y_i|q) - log "
+                        f"p(y_i|q')| = {diff[j]:.6g} > c_i * M = {c[j]:.6g} * {m:.6g} = "
+                        f"{limit[j]:.6g}, with q the initial point and q' = q + {scale:g} * z "
+                        f"for a standard normal z ({checked}; {int(bad.sum())} of {idx.size} "
+                        f"in this batch violate it). {advice.format(i=int(idx[j]))} {hint}"
+                    )
 
     def _set_bound(self, bound: LipschitzBound) -> None:
         self.bound = bound
@@ -328,18 +424,40 @@ start_at_reference, tune, adapt_cov, steps_per_draw, data_dim, progressbar
         self.bound = self._untuned_bound
         self.alias = self._untuned_alias
         self.chi_adaptation = None if self._fixed_chi is not None else ChiAdaptation()
+        self.previous_chi_adaptation = None
         self._last_cm2 = math.nan
+
+    def stop_tuning(self) -> None:
+        """Fix ``chi``: the tuned window's, not a re-seed after a last-step proposal change.
+
+        If the proposal (and with it the whitened bound) changed on the last tuning step,
+        the ``chi`` window was just emptied; the window before the change, filled by the
+        tuning moves, is restored. From now on the window is never updated, so ``chi`` is
+        constant (if no window holds a value, e.g. without tuning, it is seeded once, at
+        the first step).
+        """
+        adaptation = self.chi_adaptation
+        if (
+            self.tune
+            and adaptation is not None
+            and adaptation.count == 0
+            and self.previous_chi_adaptation is not None
+        ):
+            self.chi_adaptation = self.previous_chi_adaptation
+        super().stop_tuning()
 
     def _adapt(self, position: np.ndarray, accept_prob: float) -> None:
         """Base tuning, then the whitened bound follows the proposal and ``chi`` the moves."""
         proposal_before = self.proposal
         super()._adapt(position, accept_prob)
         if self.precondition and self.proposal is not proposal_before:
-            chol = getattr(self.proposal, "chol", None)
+            chol = _proposal_chol(self.proposal)
             self._set_bound(
                 LipschitzBound.from_linear_predictor(self._lp, chol=chol, box=self._box)
             )
             if self.chi_adaptation is not None:  # (C M)^2 changed units: start afresh
+                if self.chi_adaptation.count > 0:
+                    self.previous_chi_adaptation = self.chi_adaptation
                 self.chi_adaptation = ChiAdaptation()
                 return
         if self.chi_adaptation is not None and math.isfinite(self._last_cm2):
@@ -361,16 +479,19 @@ start_at_reference, tune, adapt_cov, steps_per_draw, data_dim, progressbar
         chi = self.chi
         if chi is not None:
             return chi
-        # Empty window: seed it from pseudo-proposals (no data read, chain unchanged).
+        if self.bound.C == 0 or self.chi_adaptation.count > 0:
+            # Every (C M)^2 is 0 (C = 0), or all recent ones were: the batch is empty
+            # whatever chi is. No pilot proposals (they would find only zeros again).
+            return _CHI_WHEN_IRRELEVANT
+        # Empty window: seed it from pseudo-proposals (no data read, chain unchanged);
+        # at most once per window, as the window is no longer empty afterwards.
         adaptation = self.chi_adaptation
         for _ in range(_PILOT_PROPOSALS):
             q_new, _ = self._propose(state)
             adaptation = adaptation.add(self._cm2(state.position, q_new))
         self.chi_adaptation = adaptation
         chi = adaptation.chi
-        if chi is None:  # every pseudo-move had C M = 0 (C = 0): any chi works
-            chi = 1.0
-        return chi
+        return _CHI_WHEN_IRRELEVANT if chi is None else chi
 
     def _transition(self, state: ChainState):
         chi = self._chi_for_step(state)
@@ -390,8 +511,36 @@ start_at_reference, tune, adapt_cov, steps_per_draw, data_dim, progressbar
         )
 
 
+def _proposal_chol(proposal) -> np.ndarray | None:
+    """The covariance factor of a proposal's random-walk part (None: isotropic)."""
+    if isinstance(proposal, ProposalMixture):
+        proposal = proposal.random_walk
+    return getattr(proposal, "chol", None)
+
+
 def _alias_for(bound: LipschitzBound) -> AliasTable | None:
     return AliasTable.from_weights(bound.c) if bound.C > 0 else None
+
+
+def _check_start_in_box(bound: LipschitzBound, q0: np.ndarray, names: list[str]) -> None:
+    """The box must match the block and contain the initial point: outside the box the
+    kernel treats the density as 0, so a chain started there would wait for a proposal
+    that lands inside (and the probe pairs start at the initial point)."""
+    lo, hi = bound.box
+    if lo.size != q0.size:
+        raise ValueError(
+            f"The bound's box has {lo.size} coordinates but the sampled block {names} has "
+            f"{q0.size} (the raveled unconstrained values)."
+        )
+    if not bound.contains(q0):
+        j = int(np.flatnonzero(~((lo <= q0) & (q0 <= hi)))[0])
+        raise ValueError(
+            f"The initial point lies outside the box on which the TunaMH bound holds "
+            f"(coordinate {j} of the block {names}: {q0[j]!r} not in [{lo[j]!r}, {hi[j]!r}]). "
+            "Give the variables initial values inside the box (an initval on the variable, "
+            "or TunaMH(initial_point=...) together with pm.sample(initvals=...)), or widen "
+            "the box."
+        )
 
 
 def _prior_box(model, value_vars, initial_point):

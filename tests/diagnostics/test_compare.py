@@ -46,7 +46,9 @@ def test_compare_table_against_nuts(model):
     assert 0 < table.loc["barker", "mean_batch_size"] <= 3000
     # The tempered posterior is ~sqrt(50) times wider: compare() must flag it.
     assert table.loc["barker_hot", "max_sd_rel_err"] > 2.0
-    assert table.loc["barker_hot", "mean_batch_size"] < table.loc["barker", "mean_batch_size"]
+    # With control variates (the default) both read about one batch of 100 rows per draw.
+    assert table.loc["barker_hot", "mean_batch_size"] <= table.loc["barker", "mean_batch_size"]
+    assert table.loc["barker", "mean_batch_size"] < 300
     assert (table["ess_per_s"] > 0).all() and (table["lik_evals_per_ess"] > 0).all()
 
 

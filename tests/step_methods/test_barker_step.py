@@ -25,16 +25,29 @@ def test_defaults_run_and_report_stats(gaussian_model):
     batch = np.asarray(stats["batch_size"])
     assert np.all((batch >= 0) & (batch <= N))
     assert np.all(np.asarray(stats["n_lik_evals"]) >= batch)
-    assert np.asarray(stats["accepted"]).dtype == bool
+    accepted = np.asarray(stats["accepted"])
+    assert accepted.dtype == np.float64  # as pm.Metropolis reports it
+    assert set(np.unique(accepted)) <= {0.0, 1.0}
 
 
-def test_unobserved_extra_variable_gets_nuts(rng):
+def test_default_block_takes_every_continuous_variable(rng):
+    y = rng.normal(1.0, 1.0, size=N)
+    with pm.Model():
+        mu = pm.Normal("mu", 0, 10)
+        pm.Normal("z", 0, 1)  # not in the likelihood: its prior is cheap, so it is sampled too
+        pm.Normal("y", mu, 1.0, observed=y)
+        step = MinibatchBarker(progressbar=False)
+    assert [v.name for v in step.vars] == ["mu", "z"]
+    assert step.control_variates
+
+
+def test_variables_outside_a_given_block_get_nuts(rng):
     y = rng.normal(1.0, 1.0, size=N)
     with pm.Model():
         mu = pm.Normal("mu", 0, 10)
         pm.Normal("z", 0, 1)  # not in the likelihood
         pm.Normal("y", mu, 1.0, observed=y)
-        step = MinibatchBarker()
+        step = MinibatchBarker(vars=[mu], progressbar=False)
         assert [v.name for v in step.vars] == ["mu"]
         idata = pm.sample(
             step=step,

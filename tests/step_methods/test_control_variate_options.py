@@ -48,7 +48,12 @@ def test_control_variates_keep_batches_small_at_temperature_one(logistic, propos
 def test_plain_step_at_temperature_one_needs_far_larger_batches(logistic):
     model, map_point = logistic
     with model:
-        step = MinibatchBarker(proposal="laplace", reference_point=map_point, progressbar=False)
+        step = MinibatchBarker(
+            proposal="laplace",
+            control_variates=False,
+            reference_point=map_point,
+            progressbar=False,
+        )
         idata = pm.sample(step=step, draws=100, tune=100, random_seed=3, **SAMPLE)
     assert float(np.mean(_stats(idata)["batch_size"])) > 1_000
 
@@ -103,7 +108,7 @@ def test_laplace_needs_a_concave_reference(rng):
     [
         ({"proposal": "hmc"}, "proposal must be one of"),
         ({"proposal": "laplace", "proposal_cov": np.eye(3)}, "proposal_cov"),
-        ({"recentre": True}, "control_variates=True"),
+        ({"recentre": True, "control_variates": False}, "control_variates=False"),
         ({"control_variates": True, "reference_point": {"a": 0.0}}, "lacks"),
     ],
 )
@@ -128,7 +133,21 @@ def test_random_walk_with_control_variates_accepts_a_non_concave_reference(rng):
     with pm.Model():
         mu = pm.Normal("mu", 0, 100)
         pm.StudentT("y", nu=1, mu=mu, sigma=1, observed=rng.normal(size=50))
-        step = MinibatchBarker(
-            control_variates=True, reference_point={"mu": 50.0}, progressbar=False
-        )
+        with pytest.warns(UserWarning, match="falls back to an adaptive random walk"):
+            step = MinibatchBarker(
+                control_variates=True, reference_point={"mu": 50.0}, progressbar=False
+            )
+    assert step.proposal_kind == "rw"
     assert step.start_at_reference and step._start_chol is None
+
+
+def test_control_variates_default_on_and_off_with_the_reason(rng):
+    y = rng.normal(size=200)
+    with pm.Model():
+        mu = pm.Normal("mu", 0, 1)
+        sigma = pm.HalfNormal("sigma", 1)
+        pm.Normal("y", mu, sigma, observed=y)
+        assert MinibatchBarker(progressbar=False).control_variates
+        with pytest.warns(UserWarning, match=r"control variates are off because .*sigma"):
+            step = MinibatchBarker([mu], progressbar=False)
+    assert not step.control_variates

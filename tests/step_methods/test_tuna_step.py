@@ -3,6 +3,7 @@
 import numpy as np
 import pymc as pm
 import pytest
+from scipy import special
 from step_sampling import N_DATA, sample_step
 
 from pymc_minibatch_mh.bounds.lipschitz import (
@@ -16,6 +17,7 @@ from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 from pymc_minibatch_mh.diagnostics.groups import group
 from pymc_minibatch_mh.kernels.tuna import BoundViolation
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
+from pymc_minibatch_mh.likelihood.tall_data import TallData
 from pymc_minibatch_mh.step_methods.tuna import TunaMH
 
 N = N_DATA
@@ -30,6 +32,8 @@ STATS = {
     "chi",
 }
 SAMPLE = {"chains": 1, "cores": 1, "progressbar": False, "compute_convergence_checks": False}
+# The Lipschitz-bound path whatever the defaults: no control variates, random-walk proposal.
+LIPSCHITZ = {"control_variates": False, "proposal": "rw"}
 
 
 def _sample(model, step_kwargs=None, **kwargs):
@@ -49,7 +53,9 @@ def test_defaults_run_and_report_stats(logistic_model):
     poisson_steps = draws > 0
     assert np.array_equal(batch[poisson_steps], draws[poisson_steps])
     assert np.all((kept >= 0) & (kept <= draws))
-    assert np.asarray(stats["accepted"]).dtype == bool
+    accepted = np.asarray(stats["accepted"])
+    assert accepted.dtype == np.float64  # as PyMC's Metropolis (compound steps)
+    assert set(np.unique(accepted)) <= {0.0, 1.0}
     accept = np.asarray(stats["accept"])
     assert np.all((accept >= 0) & (accept <= 1))
 
@@ -57,7 +63,7 @@ def test_defaults_run_and_report_stats(logistic_model):
 def test_the_bound_is_found_by_inspecting_the_model(logistic_model, logistic_data):
     x, _ = logistic_data
     with logistic_model:
-        step = TunaMH(precondition=False)
+        step = TunaMH(precondition=False, **LIPSCHITZ)
     design = np.column_stack([np.ones(N), x])  # q = (alpha, beta): intercept column first
     np.testing.assert_allclose(step.bound.c, np.linalg.norm(design, axis=1))
     assert isinstance(step.bound.metric, EuclideanMetric)
@@ -84,6 +90,47 @@ def test_automatic_chi_is_tuned_then_fixed(logistic_model):
     assert step.bound is step._untuned_bound
 
 
+def test_chi_is_frozen_when_the_proposal_changes_on_the_last_tuning_step(logistic_model):
+    """Covariance windows close after 100 and 300 tuning steps: with tune=300 the proposal
+    (and the whitened bound) change on the very last one, which empties the chi window.
+    chi after tuning is the one of the window filled while tuning, not a re-seed."""
+    with logistic_model:
+        step = TunaMH(**LIPSCHITZ)
+        idata = pm.sample(
+            step=step, draws=60, tune=300, discard_tuned_samples=False, random_seed=7, **SAMPLE
+        )
+    assert step.cov_window.window == 2 and step.cov_window.count == 0  # closed at step 300
+    assert isinstance(step.bound.metric, WhitenedMetric)
+    chi_tune = np.asarray(group(idata, "warmup_sample_stats")["chi"]).ravel()
+    chi_draws = np.asarray(_stats(idata)["chi"]).ravel()
+    assert np.all(chi_draws == chi_draws[0])  # fixed after tuning
+    assert chi_draws[0] == chi_tune[-1]  # the chi of the last tuning step's (full) window
+    assert step.chi == chi_draws[0]
+    assert step.chi_adaptation.count >= step.chi_adaptation.window
+
+
+def test_zero_bound_needs_no_pilot_proposals(gaussian_model, monkeypatch):
+    """Normal likelihood, fixed sigma: the Taylor remainders vanish, C = 0, chi is
+    irrelevant. Each step makes one proposal (no 100 pseudo-proposals per step)."""
+    with gaussian_model:
+        step = TunaMH(control_variates=True, progressbar=False)
+    assert step.bound.C == 0.0
+    n_proposals = 0
+    propose = step._propose
+
+    def counting(state):
+        nonlocal n_proposals
+        n_proposals += 1
+        return propose(state)
+
+    monkeypatch.setattr(step, "_propose", counting)
+    with gaussian_model:
+        idata = pm.sample(step=step, draws=25, tune=25, random_seed=1, **SAMPLE)
+    assert n_proposals == 50
+    assert np.all(np.asarray(_stats(idata)["chi"]) == 1.0)
+    assert np.all(np.asarray(_stats(idata)["batch_size"]) == 0)
+
+
 def test_without_tuning_chi_is_set_once(logistic_model):
     idata = _sample(logistic_model, {"tune": False, "scaling": 0.01}, tune=0, random_seed=2)
     chi = np.asarray(_stats(idata)["chi"]).ravel()
@@ -98,7 +145,7 @@ def test_fixed_chi_is_used(logistic_model):
 
 def test_preconditioned_bound_follows_the_tuned_proposal(logistic_model, logistic_data):
     with logistic_model:
-        step = TunaMH()
+        step = TunaMH(**LIPSCHITZ)
         pm.sample(step=step, draws=20, tune=400, random_seed=4, **SAMPLE)
     assert step.proposal.chol is not None  # the covariance was adapted
     assert isinstance(step.bound.metric, WhitenedMetric)
@@ -132,6 +179,100 @@ def test_explicit_constants_and_metric(logistic_model, logistic_data):
 def test_wrong_user_bound_is_caught_at_construction(logistic_model):
     with logistic_model, pytest.raises(ValueError, match=r"does not hold.*datum \d+.*`c=`"):
         TunaMH(c=np.full(N, 1e-4))
+
+
+def test_user_bound_is_checked_on_every_row_at_construction(monkeypatch):
+    """One too-small c_i among 100,000 rows (a 2,000-row spot check misses it with
+    probability 0.98) is refused at construction; the check streams over row chunks."""
+    n, bad_row = 100_000, 98_765
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=n)
+    y = (rng.random(n) < special.expit(0.3 + x)).astype(int)
+    with pm.Model() as model:
+        alpha = pm.Normal("alpha", 0, 5)
+        beta = pm.Normal("beta", 0, 5)
+        pm.Bernoulli("y", logit_p=alpha + beta * x, observed=y)
+    c = np.sqrt(1.0 + x**2)  # ||(1, x_i)||: the logistic bound, valid for every row
+    too_small = c.copy()
+    too_small[bad_row] *= 1e-3
+    message = rf"does not hold.*datum {bad_row} .*all {n} data points.*c\[{bad_row}\]"
+    with model, pytest.raises(ValueError, match=message):
+        TunaMH(c=too_small, proposal="rw")
+    with model, pytest.raises(ValueError, match=rf"datum {bad_row} "):
+        TunaMH(bound=LipschitzBound.euclidean(too_small), proposal="rw")
+    with model:
+        step = TunaMH(c=c, proposal="rw")
+    assert step.bound.C == pytest.approx(c.sum())  # the user's bound is the one used
+
+    # One pass over the data: each chunk of at most 65,536 rows is read once per probe
+    # pair (3 pairs), chunk after chunk; never more rows than one chunk at a time.
+    calls = []
+    original = TallData.loglik_diff
+
+    def recording(self, q_new, q_old, idx):
+        calls.append(np.asarray(idx).copy())
+        return original(self, q_new, q_old, idx)
+
+    monkeypatch.setattr(TallData, "loglik_diff", recording)
+    step._probe_bound(step.bound, np.zeros(2), all_rows=True)
+    assert [(int(idx[0]), idx.size) for idx in calls] == [(0, 65_536)] * 3 + [
+        (65_536, n - 65_536)
+    ] * 3
+    assert all(np.array_equal(idx, np.arange(idx[0], idx[0] + idx.size)) for idx in calls)
+
+
+def _exponential_model(y):
+    """``y ~ Exponential(exp(mu))``, ``mu ~ Uniform(-1, 1)`` untransformed: no automatic
+    bound; ``|d/dmu log p(y_i | mu)| = |1 - exp(mu) y_i| <= 1 + exp(hi) y_i`` for mu <= hi."""
+    with pm.Model() as model:
+        mu = pm.Uniform("mu", -1.0, 1.0, default_transform=None)
+        pm.Exponential("y", lam=pm.math.exp(mu), observed=y)
+    return model
+
+
+def test_user_box_narrower_than_the_prior_keeps_the_chain_inside(rng, monkeypatch):
+    """The bound holds on [-0.1, 0.25] only; the prior allows [-1, 1]. Proposals outside
+    the box are rejected without reading data, and the chain never leaves the box."""
+    y = rng.exponential(1.0, size=300)
+    lo, hi = -0.1, 0.25
+    bound = LipschitzBound(
+        1.0 + np.exp(hi) * y, EuclideanMetric(), "test box bound", box=([lo], [hi])
+    )
+    with _exponential_model(y) as model:
+        step = TunaMH(bound=bound, chi=0.1, tune=False, scaling=0.3, proposal="rw")
+    proposed = []
+    propose = step._propose
+
+    def recording(state):
+        out = propose(state)
+        proposed.append(float(out[0][0]))
+        return out
+
+    monkeypatch.setattr(step, "_propose", recording)
+    with model:
+        idata = pm.sample(step=step, draws=300, tune=0, random_seed=2, **SAMPLE)
+    mu = np.asarray(_posterior(idata)["mu"]).ravel()
+    assert np.all((mu >= lo) & (mu <= hi))
+    proposed = np.asarray(proposed)
+    assert proposed.size == mu.size  # one proposal per draw (fixed chi: no pilots)
+    outside = (proposed < lo) | (proposed > hi)
+    assert 30 < outside.sum() < mu.size - 30
+    stats = _stats(idata)
+    batch = np.asarray(stats["batch_size"]).ravel()
+    accepted = np.asarray(stats["accepted"]).ravel()
+    assert np.all(batch[outside] == 0) and np.all(accepted[outside] == 0)
+    assert np.all(np.asarray(stats["n_lik_evals"]).ravel()[outside] == 0)
+    assert accepted[~outside].mean() > 0.2  # inside the box the chain moves
+
+
+def test_box_must_contain_the_initial_point_and_match_the_block(rng):
+    y = rng.exponential(1.0, size=100)
+    c = 1.0 + np.e * y
+    with _exponential_model(y):  # initial point mu = 0
+        with pytest.raises(ValueError, match=r"initial point lies outside the box.*mu"):
+            TunaMH(bound=LipschitzBound(c, EuclideanMetric(), box=([0.2], [0.5])), **LIPSCHITZ)
+        with pytest.raises(ValueError, match=r"box has 2 coordinates.*has 1"):
+            TunaMH(bound=LipschitzBound(c, EuclideanMetric(), box=([-1, -1], [1, 1])), **LIPSCHITZ)
 
 
 def test_wrong_user_bound_is_caught_while_sampling(logistic_model, logistic_data):
@@ -185,16 +326,16 @@ def test_poisson_needs_a_bounded_box(rng):
         b = pm.Normal("b", 0, 1)
         pm.Poisson("y", mu=pm.math.exp(a + b * x[:, 0]), observed=y)
         with pytest.raises(UnsupportedBound, match=r"pm.Uniform.*`c=`"):
-            TunaMH()
+            TunaMH(**LIPSCHITZ)
     with pm.Model() as boxed:
         a = pm.Uniform("a", -2, 2, default_transform=None)
         b = pm.Uniform("b", -1, 1, default_transform=None)
         pm.Poisson("y", mu=pm.math.exp(a + b * x[:, 0]), observed=y)
-        step = TunaMH(precondition=False)
+        step = TunaMH(precondition=False, **LIPSCHITZ)
     lo, hi = step.bound.box
     np.testing.assert_array_equal(lo, [-2, -1])
     np.testing.assert_array_equal(hi, [2, 1])
-    idata = _sample(boxed, draws=100, tune=200, random_seed=1)
+    idata = _sample(boxed, LIPSCHITZ, draws=100, tune=200, random_seed=1)
     assert np.asarray(_stats(idata)["poisson_draws"]).sum() > 0
 
 
@@ -214,7 +355,7 @@ def test_student_t_regression_bound(rng):
     with pm.Model():
         beta = pm.Normal("beta", 0, 5, shape=2)
         pm.StudentT("y", nu=4, mu=x @ beta, sigma=0.5, observed=y)
-        step = TunaMH(precondition=False)
+        step = TunaMH(precondition=False, **LIPSCHITZ)
     np.testing.assert_allclose(step.bound.c, 1.25 / 0.5 * np.linalg.norm(x, axis=1))
 
 

@@ -1,0 +1,94 @@
+"""After tuning, a step says when its chain is stuck, reads ~all the data, or its proxy
+no longer fits: PyMC logs the step's ``warning`` stat while sampling."""
+
+import logging
+
+import numpy as np
+import pymc as pm
+import pytest
+from step_sampling import QUIET, gaussian_mean_model, logistic_design, logistic_regression_model
+
+from pymc_minibatch_mh import Austere, MinibatchBarker
+
+
+class _Collect(logging.Handler):
+    def __init__(self):
+        super().__init__(level=logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture
+def logged():
+    """Messages PyMC logs at WARNING or above while the test runs."""
+    handler = _Collect()
+    logger = logging.getLogger("pymc")
+    logger.addHandler(handler)
+    yield handler.messages
+    logger.removeHandler(handler)
+
+
+def _sample(model, step, draws=300):
+    with model:
+        return pm.sample(step=step, draws=draws, tune=0, chains=1, random_seed=4, **QUIET)
+
+
+def _ours(messages, step_class):
+    return [m for m in messages if m.startswith(f"{step_class.__name__}:")]
+
+
+def test_a_stuck_chain_is_reported(logged):
+    model = gaussian_mean_model()
+    with model:
+        step = MinibatchBarker(
+            proposal="rw", control_variates=False, scaling=50.0, tune=False, progressbar=False
+        )
+    _sample(model, step)
+    messages = _ours(logged, MinibatchBarker)
+    assert any("barely moves" in m for m in messages)
+    assert len(messages) == len(set(messages))  # each problem once per chain
+
+
+def test_batches_near_n_are_reported(logged):
+    model = gaussian_mean_model()
+    with model:
+        # A posterior-scale random walk without control variates at temperature 1: the
+        # minibatch test cannot decide from a subsample.
+        step = Austere(proposal="rw", control_variates=False, epsilon=0.0, progressbar=False)
+    _sample(model, step)
+    messages = _ours(logged, Austere)
+    assert any("minibatches saved almost nothing" in m for m in messages)
+
+
+def test_a_proxy_far_from_the_chain_is_reported(logged):
+    x, y = logistic_design()
+    model = logistic_regression_model(x, y)
+    with model:
+        map_point = pm.find_MAP(progressbar=False)
+        far = {**map_point, "alpha": map_point["alpha"] + 3.0}
+        step = MinibatchBarker(
+            reference_point=far, recentre=False, proposal="rw", tune=False, progressbar=False
+        )
+        with model:
+            idata = pm.sample(
+                step=step,
+                draws=300,
+                tune=0,
+                chains=1,
+                random_seed=4,
+                initvals={"alpha": map_point["alpha"], "beta": map_point["beta"]},
+                **QUIET,
+            )
+    assert float(np.asarray(idata.posterior["alpha"]).mean()) < far["alpha"] - 2.0
+    messages = _ours(logged, MinibatchBarker)
+    assert any("no longer fits" in m for m in messages)
+
+
+def test_a_healthy_default_chain_reports_nothing(logged):
+    model = gaussian_mean_model()
+    with model:
+        step = MinibatchBarker(progressbar=False)
+        pm.sample(step=step, draws=300, tune=300, chains=1, random_seed=4, **QUIET)
+    assert _ours(logged, MinibatchBarker) == []
