@@ -28,9 +28,9 @@ def default_design(n_data: int, tolerance: float) -> AustereDesign:
 
     :func:`~pymc_minibatch_mh.design_austere_test` over :data:`DESIGN_BATCH_SIZES` and
     :data:`DESIGN_EPSILONS`: the smallest worst-case data use whose worst-case error per
-    decision is at most ``tolerance``. The number of stages ``N / m`` then stays bounded
-    and ``epsilon`` shrinks as N grows, so the bias does not grow with N as it does at a
-    fixed ``epsilon``.
+    decision is at most ``tolerance`` for this N. The design guards every N separately
+    (``epsilon`` shrinks as the number of stages ``N / m`` grows), so the bias does not
+    grow with N as it does at a fixed ``epsilon``.
     """
     return design_austere_test(
         n_data, tolerance, batch_sizes=DESIGN_BATCH_SIZES, epsilons=DESIGN_EPSILONS
@@ -80,8 +80,8 @@ class Austere(MinibatchStep):
     Parameters
     ----------
     vars : list, optional
-        Variables to sample. Default: the continuous free variables that the
-        observed log-likelihood depends on; PyMC assigns other steps to the rest.
+        Variables to sample. Default: every continuous free variable of the model (see
+        :class:`~pymc_minibatch_mh.MinibatchBarker`).
     batch_size : int, optional
         First batch and increment ``m``. Default: from the design below.
     epsilon : float, optional

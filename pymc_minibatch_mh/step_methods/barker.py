@@ -54,8 +54,10 @@ class MinibatchBarker(MinibatchStep):
         multivariate Student-t with 7 degrees of freedom around the reference point with
         its Laplace covariance) and otherwise a random walk with that covariance. At the
         end of each tuning window (100, 200, 400, ... iterations) the random walk takes
-        the covariance of the window's draws; ``p`` follows the acceptance rate of the
-        independence moves (between 0.2 and 0.8), and when that rate is below 0.3 the
+        the covariance of the window's draws (shrunk towards the one in use with weight
+        ``count / (count + 10 d)``); ``p`` follows the acceptance rate of the
+        independence moves (between 0.2 and 0.8), and when that rate is below a tenth of
+        the best the rule allows (0.05 for Barker's, 0.1 for Metropolis') the
         independence proposal is refitted to the window's mean and covariance. On
         near-Gaussian posteriors this proposes nearly independent draws; where the
         Gaussian fit is poor the random walk keeps the chain moving. Falls back to

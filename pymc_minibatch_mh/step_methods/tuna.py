@@ -102,7 +102,7 @@ class TunaMH(MinibatchStep):
     Parameters
     ----------
     vars : list, optional
-        Variables to sample. Default: the continuous free variables of the likelihood.
+        Variables to sample. Default: every continuous free variable of the model.
     chi : float, optional
         ``chi > 0``. Default (None): chosen while tuning by the paper's heuristic,
         the largest ``chi`` that keeps ``chi C^2 M^2 <= 1`` for 90% of recent proposals

@@ -31,7 +31,11 @@ def test_control_variates_keep_batches_small_at_temperature_one(logistic, propos
     model, map_point = logistic
     with model:
         step = MinibatchBarker(
-            control_variates=True, proposal=proposal, reference_point=map_point, progressbar=False
+            control_variates=True,
+            proposal=proposal,
+            reference_point=map_point,
+            steps_per_draw=1,
+            progressbar=False,
         )
         idata = pm.sample(step=step, draws=300, tune=200, random_seed=3, **SAMPLE)
     stats = _stats(idata)
