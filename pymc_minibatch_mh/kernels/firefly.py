@@ -39,6 +39,20 @@ and is rejected, and such a dark point is never brightened. Hence every bright
 point of the current state has a positive gap: the invariant needs no check at
 the current state.
 
+Compound steps: the prior may depend on variables that another step method moves
+(e.g. a scale ``tau`` in ``q ~ N(0, tau^2)``). The cached ``logprior`` (and, for
+MALA, the prior part of the gradient) then refer to the old values, and the next
+``q`` update would compare priors at different ``tau``: call
+:meth:`FireflyState.refresh_prior` before an iteration that may follow such a
+move (O(D), no data). ``z``, ``log Ltilde`` and the data part of the gradient stay
+valid, since they depend only on ``q`` and the data (the likelihood must not
+depend on variables outside ``q``).
+
+Uniform variates: every accept/reject test draws ``u = rng.random()`` in ``[0, 1)``
+and accepts when ``log1p(-u) <= log r`` for an acceptance ratio ``r``. ``v = 1 - u``
+lies in ``(0, 1]``, so ``log v`` is never ``log(0)``, and ``P(v <= r) = min(1, r)``:
+even ``u = 0`` gives the right decision (accept exactly when ``r >= 1``).
+
 References
 ----------
 .. [1] Maclaurin, D., Adams, R. P. "Firefly Monte Carlo: Exact MCMC with Subsets
@@ -400,8 +414,13 @@ class FireflyState:
         ``z``.
     log_lt : ndarray, shape (N,)
         Tempered ``log Ltilde_n(position)``; meaningful on bright points only.
-    grad : ndarray or None
-        MALA: gradient of the augmented log density at ``(position, z)``; None if stale.
+    prior_grad : ndarray or None
+        MALA: gradient of the log prior at ``position``; None if stale.
+    data_grad : ndarray or None
+        MALA: gradient of the rest of the augmented log density,
+        ``sum_n log B_n / K + sum_bright log Ltilde_n``, at ``(position, z)``; None if
+        stale. Kept apart from ``prior_grad`` so that :meth:`refresh_prior` never
+        needs a pass over the data.
     """
 
     position: np.ndarray
@@ -409,7 +428,33 @@ class FireflyState:
     bound_sum: float
     store: BrightnessStore
     log_lt: np.ndarray
-    grad: np.ndarray | None = field(default=None)
+    prior_grad: np.ndarray | None = field(default=None)
+    data_grad: np.ndarray | None = field(default=None)
+
+    @property
+    def grad(self) -> np.ndarray | None:
+        """MALA: gradient of the augmented log density at ``(position, z)``; None if stale."""
+        if self.prior_grad is None or self.data_grad is None:
+            return None
+        return self.prior_grad + self.data_grad
+
+    def refresh_prior(self, target: TallTarget) -> None:
+        """Recompute the cached log prior at ``position``, in place (O(D), no data).
+
+        Call it before an iteration whenever variables outside ``q`` that enter the
+        prior may have changed since the state was last updated (another step method
+        of a compound step moved them; ``target.logprior`` reads their current
+        values). The MALA prior gradient is marked stale and recomputed, also in
+        O(D), by the next ``q`` update; ``z``, ``log_lt``, ``bound_sum`` and
+        ``data_grad`` depend only on ``q`` and the data and are kept.
+
+        Parameters
+        ----------
+        target : TallTarget
+            Supplies ``logprior(q)`` at the current values of the other variables.
+        """
+        self.logprior = float(target.logprior(self.position))
+        self.prior_grad = None
 
     def log_density(self, temperature: float) -> float:
         """Log of ``p(q) prod_n B_n^(1/K) prod_bright Ltilde_n`` at the current state."""
@@ -483,7 +528,7 @@ def draw_brightness(
         tolerance=settings.bound_tolerance,
     )
     # p(bright) = 1 - B/L = Ltilde / (1 + Ltilde) = sigmoid(log Ltilde).
-    bright = np.log(rng.random(n)) < -np.logaddexp(0.0, -log_lt)
+    bright = np.log1p(-rng.random(n)) <= -np.logaddexp(0.0, -log_lt)
     return BrightnessStore(n, bright), log_lt
 
 
@@ -507,15 +552,15 @@ def new_firefly_state(
 
 
 # ------------------------------------------------------------------------ q | z
-def _joint_grad(q, idx, log_lt, target, bound, temperature) -> tuple[np.ndarray, int]:
-    """Gradient of the augmented log density at ``q`` with bright set ``idx``.
+def _data_grad(q, idx, log_lt, target, bound, temperature) -> tuple[np.ndarray, int]:
+    """Gradient of the augmented log density minus the log prior at ``q``, bright set ``idx``.
 
     With the tempered gap ``g_n = (log L_n - log B_n) / K``,
     ``grad log Ltilde_n = (grad log L_n - grad log B_n) / (K (1 - exp(-g_n)))``, and
     ``1 / (1 - exp(-g)) = (1 + Ltilde) / Ltilde = 1 + exp(-log Ltilde)``: one weighted
     gradient pass over the bright rows. Returns the gradient and the rows evaluated.
     """
-    grad = target.logprior_grad(q) + bound.log_bound_sum_grad(q) / temperature
+    grad = np.asarray(bound.log_bound_sum_grad(q), dtype=np.float64) / temperature
     if idx.size == 0:
         return grad, 0
     with np.errstate(over="ignore"):  # an infinite weight makes the proposal rejected
@@ -553,20 +598,23 @@ def theta_update(
     n_evals = 0
     mala = settings.theta_update == "mala"
     if mala:
-        if state.grad is None:
-            state.grad, used = _joint_grad(
+        if state.prior_grad is None:
+            state.prior_grad = np.asarray(target.logprior_grad(state.position), dtype=np.float64)
+        if state.data_grad is None:
+            state.data_grad, used = _data_grad(
                 state.position, bright, state.log_lt[bright], target, bound, temp
             )
             n_evals += used
+        grad = state.grad
         chol = proposal.chol
         noise = rng.standard_normal(state.position.shape[0])
         step = noise if chol is None else chol @ noise
-        drift = state.grad if chol is None else chol @ (chol.T @ state.grad)
+        drift = grad if chol is None else chol @ (chol.T @ grad)
         new = state.position + 0.5 * scaling**2 * drift + scaling * step
         log_q_ratio = None
     else:
         new, log_q_ratio = proposal(rng, state.position, scaling)
-    log_u = math.log(rng.random())
+    log_v = math.log1p(-rng.random())  # log(1 - u), u in [0, 1): never log(0)
 
     lp_new = float(target.logprior(new))
     if not math.isfinite(lp_new):
@@ -591,23 +639,25 @@ def theta_update(
     bound_sum_new = float(bound.log_bound_sum(new))
     log_new = lp_new + bound_sum_new / temp + lt_sum_new
     log_ratio = log_new - state.log_density(temp)
-    grad_new = None
+    prior_grad_new = data_grad_new = None
     if mala:
-        grad_new, used = _joint_grad(new, bright, log_lt_new, target, bound, temp)
+        prior_grad_new = np.asarray(target.logprior_grad(new), dtype=np.float64)
+        data_grad_new, used = _data_grad(new, bright, log_lt_new, target, bound, temp)
         n_evals += used
         log_q_ratio = _mala_log_density(
-            state.position, new, grad_new, scaling, proposal.chol
-        ) - _mala_log_density(new, state.position, state.grad, scaling, proposal.chol)
+            state.position, new, prior_grad_new + data_grad_new, scaling, proposal.chol
+        ) - _mala_log_density(new, state.position, grad, scaling, proposal.chol)
     log_ratio += log_q_ratio
     if math.isnan(log_ratio):
         return False, 0.0, bright.size, n_evals
     accept_prob = math.exp(min(0.0, log_ratio))
-    if log_u < log_ratio:
+    if log_v <= log_ratio:
         state.position = new
         state.logprior = lp_new
         state.bound_sum = bound_sum_new
         state.log_lt[bright] = log_lt_new
-        state.grad = grad_new
+        state.prior_grad = prior_grad_new
+        state.data_grad = data_grad_new
         return True, accept_prob, bright.size, n_evals
     return False, accept_prob, bright.size, n_evals
 
@@ -630,7 +680,7 @@ def brightness_update(
     log_q = math.log(settings.q_db)
     bright = np.asarray(store.bright_indices(), dtype=np.int64)
     n_bright = bright.size
-    darken = bright[np.log(rng.random(n_bright)) < log_q - state.log_lt[bright]]
+    darken = bright[np.log1p(-rng.random(n_bright)) <= log_q - state.log_lt[bright]]
 
     offsets = geometric_positions(rng, settings.q_db, store.n_dark)
     candidates = np.asarray(store.arr[n_bright + offsets], dtype=np.int64)
@@ -644,13 +694,13 @@ def brightness_update(
             tolerance=settings.bound_tolerance,
             rows=candidates,
         )
-        accept = np.log(rng.random(candidates.size)) < log_lt - log_q
+        accept = np.log1p(-rng.random(candidates.size)) <= log_lt - log_q
         brighten = candidates[accept]
         state.log_lt[brighten] = log_lt[accept]
     store.darken(darken, validate=False)
     store.brighten(brighten, validate=False)
     if darken.size or brighten.size:
-        state.grad = None
+        state.data_grad = None
     return int(candidates.size)
 
 

@@ -6,6 +6,7 @@ values with tolerances of 4 Monte Carlo standard errors (batch means). A
 deliberately invalid bound (negative control) must fail the same comparison.
 """
 
+import copy
 import math
 import pickle
 
@@ -22,6 +23,7 @@ from pymc_minibatch_mh.kernels.firefly import (
     BrightFractionAverage,
     BrightnessStore,
     FireflySettings,
+    FireflyState,
     InvalidBoundError,
     brightness_update,
     draw_brightness,
@@ -29,6 +31,7 @@ from pymc_minibatch_mh.kernels.firefly import (
     geometric_positions,
     log_tilde_likelihood,
     new_firefly_state,
+    theta_update,
 )
 from pymc_minibatch_mh.kernels.proposals import RandomWalkProposal
 from pymc_minibatch_mh.kernels.target import ArrayTarget
@@ -457,3 +460,124 @@ def test_array_target_works_for_random_walk(logistic):
     for _ in range(50):
         state, info = firefly_kernel(rng, state, target, bound, settings, scaling=0.3)
     assert np.isfinite(state.log_density(1.0))
+
+
+# ---------------------------------------------------------------- compound steps: refresh_prior
+def _moves(state, target, bound, settings, seed, iters=30):
+    """Positions and acceptance probabilities of ``iters`` kernel iterations."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(iters):
+        state, info = firefly_kernel(rng, state, target, bound, settings, scaling=0.2)
+        out.append([*state.position, info.accept])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("update", ["rw", "mala"])
+def test_refreshed_state_moves_like_a_fresh_state_after_the_prior_changes(logistic, update):
+    """Another step method of a compound step changes the prior (here its scale).
+
+    After ``refresh_prior`` (which reads no data) the chain makes exactly the moves of
+    a state built afresh at the same ``(q, z)``; with the cached log prior (and MALA
+    gradient) left stale, as before the fix, the moves differ.
+    """
+    x, y = logistic["x"], logistic["y"]
+    target = CountingTarget(x, y, PRIOR_SD)
+    bound = untuned_jaakkola_jordan(x, 0.0, y)
+    settings = FireflySettings(q_db=0.1, theta_update=update)
+    rng = np.random.default_rng(31)
+    state = new_firefly_state(rng, logistic["q_map"], target, bound, settings)
+    for _ in range(20):
+        state, _ = firefly_kernel(rng, state, target, bound, settings, scaling=0.2)
+    # a last q update caches the log prior (and MALA gradients) under the old prior
+    theta_update(rng, state, target, bound, settings, 0.2, RandomWalkProposal(None))
+    assert state.store.n_bright > 0
+    if update == "mala":
+        assert state.prior_grad is not None and state.data_grad is not None
+
+    target.prior_sd = 0.3  # the other step moved the prior scale
+    stale = copy.deepcopy(state)
+    fresh = FireflyState(
+        position=state.position.copy(),
+        logprior=float(target.logprior(state.position)),
+        bound_sum=state.bound_sum,
+        store=state.store.copy(),
+        log_lt=state.log_lt.copy(),
+    )
+    rows, grad_rows = target.rows, target.grad_rows
+    state.refresh_prior(target)
+    assert (target.rows, target.grad_rows) == (rows, grad_rows)  # O(D): no data read
+    assert state.logprior == fresh.logprior
+    assert state.prior_grad is None  # recomputed (O(D)) by the next MALA update
+    if update == "mala":
+        assert state.data_grad is not None  # the data part is kept
+
+    refreshed = _moves(state, target, bound, settings, seed=32)
+    np.testing.assert_allclose(refreshed, _moves(fresh, target, bound, settings, seed=32))
+    assert not np.allclose(refreshed, _moves(stale, target, bound, settings, seed=32))
+
+
+# ---------------------------------------------------------------- u = 0
+class ZeroUniforms:
+    """Generator stand-in whose ``random`` returns exactly 0.0, the smallest value
+    ``Generator.random`` can return; other draws come from a real Generator."""
+
+    def __init__(self, seed):
+        self._rng = np.random.default_rng(seed)
+
+    def random(self, size=None):
+        return 0.0 if size is None else np.zeros(size)
+
+    def __getattr__(self, name):
+        return getattr(self._rng, name)
+
+
+class Jump:
+    """Random-walk proposal stub that always proposes ``to`` (log q ratio 0)."""
+
+    chol = None
+
+    def __init__(self, to):
+        self.to = np.asarray(to, dtype=np.float64)
+
+    def __call__(self, rng, position, scaling):
+        return self.to.copy(), 0.0
+
+
+def test_a_zero_uniform_gives_the_right_decisions(logistic):
+    """``u = 0.0`` once meant ``log(0)``: ``math.log`` raised and ``np.log`` gave -inf.
+
+    Every test now accepts when ``log1p(-u) <= log r``: ``u = 0`` accepts exactly the
+    moves with ``r >= 1``, the right decision for any ``r``.
+    """
+    x, y, target = logistic["x"], logistic["y"], logistic["target"]
+    bound = untuned_jaakkola_jordan(x, 0.0, y)
+    settings = FireflySettings(q_db=0.1)
+    zero = ZeroUniforms(0)
+    q_map = logistic["q_map"]
+    far = q_map + np.array([1.0, -1.0])
+    with np.errstate(divide="raise"):  # np.log(0.0) would raise FloatingPointError
+        # exact draw of z: with v = 1 - u = 1, only points with p(bright) = 1 are bright
+        state = new_firefly_state(zero, q_map, target, bound, settings)
+        assert state.store.n_bright == 0
+        for start, to, accept in [(far, q_map, True), (q_map, q_map, True), (q_map, far, False)]:
+            state = new_firefly_state(zero, start, target, bound, settings)
+            accepted, prob, _, _ = theta_update(zero, state, target, bound, settings, 1.0, Jump(to))
+            assert accepted is accept
+            np.testing.assert_array_equal(state.position, to if accept else start)
+            assert (prob == 1.0) if accept else (prob < 1e-6)
+
+        # z | q: bright points darken iff Ltilde <= q_db, dark ones brighten iff >= q_db
+        # (loose bounds and a large q_db, so that both outcomes occur)
+        loose, settings = untuned_jaakkola_jordan(x, 0.0, y, xi=5.0), FireflySettings(q_db=0.6)
+        state = new_firefly_state(np.random.default_rng(1), q_map, target, loose, settings)
+        was_bright = state.store.mask()
+        log_q = math.log(settings.q_db)
+        stays = state.log_lt > log_q
+        assert 0 < np.sum(stays & was_bright) < np.sum(was_bright)
+        proposed = brightness_update(zero, state, target, loose, settings)
+    now = state.store.mask()
+    np.testing.assert_array_equal(now[was_bright], stays[was_bright])
+    brightened = now & ~was_bright
+    assert proposed > np.sum(brightened) > 0
+    assert np.all(state.log_lt[brightened] >= log_q)

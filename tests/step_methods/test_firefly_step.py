@@ -12,6 +12,7 @@ from pymc_minibatch_mh.bounds.jaakkola_jordan import untuned_jaakkola_jordan
 from pymc_minibatch_mh.diagnostics import posterior as _posterior
 from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 from pymc_minibatch_mh.diagnostics.groups import group
+from pymc_minibatch_mh.kernels.firefly import FireflyState
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
 from pymc_minibatch_mh.step_methods.firefly import FlyMC
 
@@ -46,7 +47,9 @@ def test_defaults_run_and_report_stats(logistic_model, logistic_map):
     assert np.all((batch >= 0) & (batch <= N))
     assert np.all(np.asarray(stats["n_lik_evals"]) >= np.asarray(stats["batch_size"]))
     assert np.all((n_bright >= 0) & (n_bright <= N))
-    assert np.asarray(stats["accepted"]).dtype == bool
+    accepted = np.asarray(stats["accepted"])
+    assert accepted.dtype == np.float64  # as in pm.Metropolis, for compound steps
+    assert set(np.unique(accepted)) <= {0.0, 1.0}
     assert np.issubdtype(np.asarray(stats["n_bright"]).dtype, np.integer)
     assert batch.mean() < 0.05 * N  # MAP-tuned bounds, after tuning
     alpha = np.asarray(_posterior(idata)["alpha"])[0]
@@ -145,7 +148,12 @@ def test_mala_option_runs(logistic_model, logistic_map):
 
 def test_steps_per_draw_accumulates_and_reports_last_n_bright(logistic_model, logistic_map):
     one = _stats(
-        _sample(logistic_model, logistic_map, {"bound": "untuned", "q_db": 0.1}, random_seed=1)
+        _sample(
+            logistic_model,
+            logistic_map,
+            {"bound": "untuned", "q_db": 0.1, "steps_per_draw": 1},
+            random_seed=1,
+        )
     )
     five = _stats(
         _sample(
@@ -157,6 +165,86 @@ def test_steps_per_draw_accumulates_and_reports_last_n_bright(logistic_model, lo
     )
     assert np.mean(five["batch_size"]) > 3 * np.mean(one["batch_size"])
     assert np.all(np.asarray(five["n_bright"]) <= N)
+
+
+@pytest.fixture(scope="module")
+def hierarchical_model(logistic_data):
+    """``beta ~ Normal(0, tau)``: tau enters FlyMC's prior, not the likelihood."""
+    x, y = logistic_data
+    with pm.Model() as model:
+        tau = pm.HalfNormal("tau", 1.0)
+        beta = pm.Normal("beta", 0, tau, shape=2)
+        pm.Bernoulli("y", logit_p=x @ beta, observed=y)
+    return model
+
+
+@pytest.mark.parametrize("theta_update", ["rw", "mala"])
+def test_cached_prior_follows_variables_moved_by_other_steps(hierarchical_model, theta_update):
+    """In a compound step PyMC writes tau into the shared variables before each draw;
+    the log prior (and MALA prior gradient) cached in the FlyMC state must follow it.
+
+    Huge proposals are rejected, so the state keeps its cached values: before the fix
+    they stayed at the tau of the last accepted move.
+    """
+    model = hierarchical_model
+    with model:
+        step = FlyMC(
+            [model["beta"]],
+            theta_update=theta_update,
+            map_point={"beta": np.array([1.0, -0.5])},
+            proposal="rw",
+            scaling=100.0,
+            tune=False,
+        )
+    step.set_rng(np.random.default_rng(3))
+    point, _ = step.step(model.initial_point())  # draws z
+    for log_tau in (-2.0, 1.0, -0.5):
+        point = {**point, "tau_log__": np.array(log_tau)}  # another step moved tau
+        point, stats = step.step(point)
+        assert stats[0]["accepted"] == 0.0
+        fly = step.firefly
+        assert fly.logprior == pytest.approx(step.tall_data.logprior(fly.position), rel=1e-12)
+        if theta_update == "mala":
+            np.testing.assert_allclose(
+                fly.prior_grad, step.tall_data.logprior_grad(fly.position), rtol=1e-12
+            )
+
+
+def test_prior_is_refreshed_once_per_draw(hierarchical_model, monkeypatch):
+    calls = []
+    refresh = FireflyState.refresh_prior
+
+    def counting(self, target):
+        calls.append(self.position.copy())
+        refresh(self, target)
+
+    monkeypatch.setattr(FireflyState, "refresh_prior", counting)
+    model = hierarchical_model
+    with model:
+        step = FlyMC([model["beta"]], map_point={"beta": np.array([1.0, -0.5])}, steps_per_draw=4)
+    step.set_rng(np.random.default_rng(3))
+    point = model.initial_point()
+    for _ in range(5):
+        point, _ = step.step(point)
+    assert len(calls) == 4  # every draw but the first, which builds the state afresh
+
+
+def test_compound_step_with_metropolis_runs(hierarchical_model):
+    model = hierarchical_model
+    with model:
+        flymc = FlyMC([model["beta"]], map_point={"beta": np.array([1.0, -0.5])})
+        idata = pm.sample(
+            step=[flymc, pm.Metropolis([model["tau"]])],
+            draws=100,
+            tune=100,
+            chains=1,
+            random_seed=4,
+            **QUIET,
+        )
+    stats = _stats(idata)
+    assert {"n_bright", "batch_size", "accepted"} <= set(stats.data_vars)
+    assert np.all(np.isfinite(np.asarray(_posterior(idata)["beta"])))
+    assert np.unique(np.asarray(_posterior(idata)["tau"])).size > 5  # tau moves
 
 
 def test_student_t_model_is_recognised():
