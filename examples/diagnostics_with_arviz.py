@@ -103,20 +103,18 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     pd.set_option("display.width", 160)
 
     n_data = 5_000 if args.quick else 20_000
-    draws, tune = (300, 300) if args.quick else (1000, 1000)
+    draws, tune = (500, 500) if args.quick else (1000, 1000)
     model = make_model(n_data)
 
     # 1. Sample: four chains, so that R-hat and rank plots can compare them.
     def good_step():
-        return MinibatchBarker(
-            control_variates=True, proposal="independent", steps_per_draw=3, progressbar=False
-        )
+        return MinibatchBarker(progressbar=False)  # the defaults
 
     def bad_step():
         # Plain random walk without control variates, and hardly any tuning: at
         # temperature 1 its minibatch test needs nearly all the data, and the step size
         # has no time to adapt.
-        return MinibatchBarker(progressbar=False)
+        return MinibatchBarker(proposal="rw", control_variates=False, progressbar=False)
 
     runs = {}
     for label, factory, n_tune in [("good", good_step, tune), ("bad", bad_step, 20)]:
@@ -157,7 +155,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     #    same seed and adds NUTS as the reference.
     table = compare(
         model,
-        {"barker cv independent": good_step, "barker rw, no cv": bad_step},
+        {"MinibatchBarker()": good_step, "barker rw, no cv": bad_step},
         draws=draws,
         tune=tune,
         chains=2,

@@ -30,9 +30,9 @@ def check_table(table, methods):
 
 def test_logistic_tall(capsys):
     table = load("logistic_tall").main(["--quick"])
-    check_table(table, ["barker cv independent"])
+    check_table(table, ["MinibatchBarker()"])
     # Control variates keep the batch far below N = 20,000.
-    assert table.loc["barker cv independent", "mean_batch_size"] < 2_000
+    assert table.loc["MinibatchBarker()", "mean_batch_size"] < 2_000
     assert "ESS per second relative to NUTS" in capsys.readouterr().out
 
 
@@ -45,7 +45,7 @@ def test_robust_flymc_vs_tunamh(capsys):
 
 def test_diagnostics_with_arviz(tmp_path, capsys):
     table = load("diagnostics_with_arviz").main(["--quick", "--out", str(tmp_path)])
-    check_table(table, ["barker cv independent", "barker rw, no cv"])
+    check_table(table, ["MinibatchBarker()", "barker rw, no cv"])
     for label in ("good", "bad"):
         assert (tmp_path / f"rank_plots_{label}.png").stat().st_size > 0
     out = capsys.readouterr().out
