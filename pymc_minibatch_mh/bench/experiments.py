@@ -229,6 +229,7 @@ def gmm(settings: RunSettings) -> BenchmarkResult:
         "scaling": 1.0,
         "tune": False,
         "control_variates": False,  # the paper's plain minibatch tests
+        "steps_per_draw": 1,  # one test per draw, as the paper counts
         "progressbar": False,
     }
     labels = {
