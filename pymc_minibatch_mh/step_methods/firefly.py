@@ -218,6 +218,8 @@ initial_point, compile_kwargs, blocked
         if initial_point is None:
             initial_point = model.initial_point()
         user_scaling = kwargs.get("scaling") is not None
+        if isinstance(map_point, dict) and kwargs.get("reference_point") is None:
+            kwargs["reference_point"] = map_point  # no second MAP search for the proposal
         self._bound_request = bound
         super().__init__(vars, model=model, initial_point=initial_point, **kwargs)
 

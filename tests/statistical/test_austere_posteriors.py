@@ -67,7 +67,9 @@ def test_gaussian_mean_matches_closed_form(gaussian_case, temperature, draws, sh
     model, ref_mean, ref_sd = gaussian_case
     with model:
         idata = pm.sample(
-            step=Austere(epsilon=0.001, temperature=temperature),
+            step=Austere(
+                epsilon=0.001, temperature=temperature, proposal="rw", control_variates=False
+            ),
             draws=draws,
             tune=500,
             random_seed=202,
@@ -96,7 +98,11 @@ def test_logistic_regression_matches_nuts(logistic_case, epsilon, should_pass):
     model, names, ref_mean, ref_sd = logistic_case
     with model:
         idata = pm.sample(
-            step=Austere(epsilon=epsilon), draws=2500, tune=1500, random_seed=505, **SAMPLE
+            step=Austere(epsilon=epsilon, proposal="rw", control_variates=False),
+            draws=2500,
+            tune=1500,
+            random_seed=505,
+            **SAMPLE,
         )
     _mean_batch(idata, N_LOGIT)
     failures = _check(idata, names, ref_mean, ref_sd, negative_control=not should_pass)
@@ -121,7 +127,13 @@ def test_posteriordb_earnings(temperature, should_pass):
         sigma = pm.HalfFlat("sigma")
         pm.Normal("log_earn", X @ beta, sigma, observed=np.log(np.asarray(data["earn"], float)))
         idata = pm.sample(
-            step=Austere(batch_size=100, epsilon=0.001, temperature=temperature),
+            step=Austere(
+                batch_size=100,
+                epsilon=0.001,
+                temperature=temperature,
+                proposal="rw",
+                control_variates=False,
+            ),
             draws=6000,
             tune=4000,
             random_seed=606,

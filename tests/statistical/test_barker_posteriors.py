@@ -18,6 +18,10 @@ from .agreement import failures_against, reference_moments
 from .cases import SAMPLE, gaussian_mean_case, logistic_nuts_case
 from .posteriordb import _posteriordb, _stan_to_pymc_names
 
+#: The paper's plain test (these tests check the Barker test itself, as in issue 2):
+#: random-walk proposals, no control variates, one MH step per draw.
+PLAIN = {"proposal": "rw", "control_variates": False, "steps_per_draw": 1}
+
 MEAN_TOL, SD_TOL = 0.2, 0.2
 
 
@@ -47,7 +51,7 @@ def test_gaussian_mean_matches_closed_form(gaussian_case, temperature, should_pa
     model, ref_mean, ref_sd = gaussian_case
     with model:
         idata = pm.sample(
-            step=MinibatchBarker(temperature=temperature),
+            step=MinibatchBarker(temperature=temperature, **PLAIN),
             draws=1500,
             tune=500,
             random_seed=202,
@@ -73,7 +77,9 @@ def logistic_case():
 def test_logistic_regression_matches_nuts(logistic_case):
     model, names, ref_mean, ref_sd = logistic_case
     with model:
-        idata = pm.sample(step=MinibatchBarker(), draws=2500, tune=1500, random_seed=505, **SAMPLE)
+        idata = pm.sample(
+            step=MinibatchBarker(**PLAIN), draws=2500, tune=1500, random_seed=505, **SAMPLE
+        )
     failures = _check(idata, names, ref_mean, ref_sd)
     assert not failures, failures
     stats = group(idata, "sample_stats")
@@ -85,7 +91,11 @@ def test_logistic_negative_control_wrong_temperature_fails(logistic_case):
     model, names, ref_mean, ref_sd = logistic_case
     with model:
         idata = pm.sample(
-            step=MinibatchBarker(temperature=3.0), draws=2500, tune=1500, random_seed=505, **SAMPLE
+            step=MinibatchBarker(temperature=3.0, **PLAIN),
+            draws=2500,
+            tune=1500,
+            random_seed=505,
+            **SAMPLE,
         )
     assert _check(idata, names, ref_mean, ref_sd, negative_control=True)
 
@@ -101,7 +111,7 @@ def test_posteriordb_kidiq():
         sigma = pm.HalfCauchy("sigma", 2.5)
         pm.Normal("kid_score", X @ beta, sigma, observed=np.asarray(data["kid_score"], float))
         idata = pm.sample(
-            step=MinibatchBarker(),
+            step=MinibatchBarker(**PLAIN),
             draws=10000,
             tune=5000,
             random_seed=606,
@@ -123,7 +133,7 @@ def test_posteriordb_sblrc():
         pm.Normal("y", X @ beta, sigma, observed=np.asarray(data["y"], float))
         # Random-walk burn-in from beta = 0 is long, but N = 100 makes steps cheap.
         idata = pm.sample(
-            step=MinibatchBarker(), draws=10000, tune=10000, random_seed=707, **SAMPLE
+            step=MinibatchBarker(**PLAIN), draws=10000, tune=10000, random_seed=707, **SAMPLE
         )
     failures = _check(idata, ["beta", "sigma"], ref_mean, ref_sd)
     assert not failures, failures

@@ -82,7 +82,12 @@ def test_tempered_logistic_matches_nuts(tempered_case, temperature, should_pass)
     model, ref_mean, ref_sd = tempered_case
     with model:
         idata = pm.sample(
-            step=TunaMH(temperature=temperature, steps_per_draw=STEPS_PER_DRAW),
+            step=TunaMH(
+                temperature=temperature,
+                steps_per_draw=STEPS_PER_DRAW,
+                proposal="rw",
+                control_variates=False,
+            ),
             draws=2000,
             tune=500,
             random_seed=505,
@@ -117,7 +122,9 @@ def _sample_tall(model, ref_mean, temperature):
     }
     with model:
         return pm.sample(
-            step=TunaMH(temperature=temperature, chi=CHI_TALL),
+            step=TunaMH(
+                temperature=temperature, chi=CHI_TALL, proposal="rw", control_variates=False
+            ),
             draws=2500,
             tune=1000,
             random_seed=808,
