@@ -270,7 +270,6 @@ class MinibatchStep(ArrayStepShared):
         self.independent_tally = (0, 0.0)
         self.post_tuning = PostTuningTally()
         self._pending_warnings: list = []
-        self._setup_passes = self.n_data_passes
         super().__init__(vars, shared, blocked=blocked, rng=rng)
 
     # ---------------------------------------------------------------- construction hooks

@@ -27,7 +27,6 @@ from pymc_minibatch_mh.kernels.firefly import (
     new_firefly_state,
 )
 from pymc_minibatch_mh.kernels.target import ChainState
-from pymc_minibatch_mh.likelihood.inspection import likelihood_value_vars
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
 from pymc_minibatch_mh.progress import progress_status
 from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep, MinibatchStepState
@@ -245,10 +244,9 @@ initial_point, compile_kwargs, blocked
         self._last_n_bright = 0
 
     # ---------------------------------------------------------------- bounds
-    def _check_block_covers_likelihood(self, model) -> None:
+    def _check_block_covers_likelihood(self) -> None:
         """The bounds and the cached z assume no other step changes the likelihood."""
-        block = {v.name for v in self.vars}
-        outside = [v.name for v in likelihood_value_vars(model) if v.name not in block]
+        outside = list(self.tall_data.graphs.likelihood_outside_block)
         if outside:
             raise ValueError(
                 f"FlyMC needs every free variable of the likelihood in its block, but "
@@ -261,7 +259,7 @@ initial_point, compile_kwargs, blocked
     def _check_applicable(self, model, vars, initial_point) -> None:
         """Before any pass over the data: the block covers the likelihood and, for the
         built-in bounds, the likelihood is a family FlyMC can bound."""
-        self._check_block_covers_likelihood(model)
+        self._check_block_covers_likelihood()
         self._lp = None
         if isinstance(self._bound_request, str):
             self._lp = self._recognise_bound_family(model, initial_point)

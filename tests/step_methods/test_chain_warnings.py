@@ -76,16 +76,15 @@ def test_a_proxy_far_from_the_chain_is_reported(logged):
             tune=False,
             progressbar=False,
         )
-        with model:
-            idata = pm.sample(
-                step=step,
-                draws=300,
-                tune=0,
-                chains=1,
-                random_seed=4,
-                initvals={"alpha": map_point["alpha"], "beta": map_point["beta"]},
-                **QUIET,
-            )
+        idata = pm.sample(
+            step=step,
+            draws=300,
+            tune=0,
+            chains=1,
+            random_seed=4,
+            initvals={"alpha": map_point["alpha"], "beta": map_point["beta"]},
+            **QUIET,
+        )
     assert float(np.asarray(idata.posterior["alpha"]).mean()) < far["alpha"] - 4.0
     messages = _ours(logged, MinibatchBarker)
     assert any("no longer fits" in m for m in messages)
