@@ -31,9 +31,11 @@ import pytensor
 import pytensor.gradient
 import pytensor.tensor as pt
 from pymc.pytensorf import compile as compile_pymc
+from pytensor.compile.mode import get_mode
 from pytensor.graph.replace import clone_replace
 
 from pymc_minibatch_mh.kernels.control_variates import TaylorProxy
+from pymc_minibatch_mh.likelihood.batching import probe_indices
 from pymc_minibatch_mh.likelihood.tall_data import TallData, TallGraphs
 from pymc_minibatch_mh.progress import progress_bar
 
@@ -51,6 +53,10 @@ except ImportError:  # pytensor 2.x
 
 
 DEFAULT_CHUNK_ROWS = 20_000
+
+
+class NonFiniteTaylor(ValueError):
+    """The log-likelihood or its derivatives are not finite at an expansion point."""
 
 
 def _graphs_of(tall_data: TallData) -> TallGraphs:
@@ -78,13 +84,54 @@ def check_block_covers_likelihood(tall_data: TallData) -> None:
         )
 
 
-def compile_residual_diff(tall_data: TallData) -> Callable:
-    """Compile ``residual_diff(q_new, q_old, q_ref, idx) -> (len(idx),)``.
+def compile_residual_diff(
+    tall_data: TallData, *, derivatives: Callable | None = None, reference=None
+) -> Callable:
+    """Compile ``residual_diff(q_new, q_old, q_ref, idx) -> (len(idx),)``, checked.
 
     Returns, per datum, ``[l_i(q_new) - l_i(q_old)] - [p_i(q_new) - p_i(q_old)]`` for the
     second-order Taylor proxy ``p_i`` around ``q_ref``. Summed over all N rows and added
     to :meth:`TaylorProxy.diff` it gives the exact full-data log-likelihood ratio.
+
+    The compiled function is checked on a few rows against the proxy difference built
+    from ``derivatives`` (reverse-mode gradient and Hessian sums, see
+    :func:`compile_chunk_derivatives`). Some PyTensor releases fuse the double
+    forward-mode graph of some likelihoods (seen with ``MvNormal`` under an LKJ prior on
+    PyTensor 3.3) into kernels that compute wrong values; when the check fails the
+    function is compiled again without elementwise fusion and checked again.
+
+    Parameters
+    ----------
+    tall_data : TallData
+        Compiled model functions (with graphs).
+    derivatives : callable, optional
+        A function from :func:`compile_chunk_derivatives` (compiled if not given).
+    reference : ndarray, optional
+        Point around which the check runs (default: zeros).
+
+    Raises
+    ------
+    RuntimeError
+        If the residuals are wrong even without fusion (please report the model).
     """
+    if derivatives is None:
+        derivatives = compile_chunk_derivatives(tall_data)
+    centre = np.zeros(tall_data.ndim) if reference is None else np.asarray(reference, float)
+    fn = _compile_residual_diff(tall_data, exclude_fusion=False)
+    if _residuals_agree(tall_data, fn, derivatives, centre):
+        return fn
+    fn = _compile_residual_diff(tall_data, exclude_fusion=True)
+    if _residuals_agree(tall_data, fn, derivatives, centre):
+        return fn
+    raise RuntimeError(
+        "The compiled control-variate residuals disagree with the log-likelihood's own "
+        "gradient and Hessian on this model, even without elementwise fusion (a PyTensor "
+        f"{pytensor.__version__} compilation problem). Pass control_variates=False, and "
+        "please report the model."
+    )
+
+
+def _compile_residual_diff(tall_data: TallData, *, exclude_fusion: bool) -> Callable:
     graphs = _graphs_of(tall_data)
     q, batch = graphs.q, graphs.batch
     q_new, q_old, q_ref = q.type("q_new"), q.type("q_old"), q.type("q_ref")
@@ -97,11 +144,34 @@ def compile_residual_diff(tall_data: TallData) -> Callable:
         replace={direction: q_new - q_old, spread: q_new + q_old - 2.0 * q_ref},
     )
     ratio = clone_replace(batch, replace={q: q_new}) - clone_replace(batch, replace={q: q_old})
-    fn = compile_pymc(
-        [q_new, q_old, q_ref, graphs.idx], ratio - proxy_diff, **graphs.compile_kwargs
-    )
+    compile_kwargs = dict(graphs.compile_kwargs)
+    if exclude_fusion:
+        compile_kwargs["mode"] = get_mode(compile_kwargs.get("mode")).excluding("fusion")
+    fn = compile_pymc([q_new, q_old, q_ref, graphs.idx], ratio - proxy_diff, **compile_kwargs)
     fn.trust_input = True
     return fn
+
+
+def _residuals_agree(
+    tall_data: TallData, residual_diff: Callable, derivatives: Callable, centre: np.ndarray
+) -> bool:
+    """Whether ``ratio - residual`` on probe rows equals the proxy difference from the
+    reverse-mode sums ``g . d + d^T H s / 2`` at a fixed move near ``centre``."""
+    rows = probe_indices(tall_data.n_data)
+    rng = np.random.default_rng(7)
+    q_ref = centre + 0.05 * rng.standard_normal(centre.size)
+    q_old = q_ref + 0.05 * rng.standard_normal(centre.size)
+    q_new = q_ref + 0.05 * rng.standard_normal(centre.size)
+    _, grad, hess = derivatives(q_ref, rows)
+    d, s = q_new - q_old, q_new + q_old - 2.0 * q_ref
+    expected = float(grad @ d + 0.5 * (d @ (hess @ s)))
+    ratio = tall_data.loglik_diff(q_new, q_old, rows)
+    residual = residual_diff(q_new, q_old, q_ref, rows)
+    if not (np.all(np.isfinite(ratio)) and np.all(np.isfinite(residual))):
+        return True  # outside the support here: nothing to compare
+    got = float(np.sum(ratio - residual))
+    scale = abs(float(grad @ d)) + abs(float(d @ (hess @ s))) + float(np.abs(ratio).sum())
+    return abs(got - expected) <= 1e-6 * scale + 1e-9
 
 
 def compile_chunk_derivatives(tall_data: TallData) -> Callable:
@@ -164,7 +234,7 @@ def full_data_taylor(
         hess += h
     hess = 0.5 * (hess + hess.T)
     if not (np.isfinite(value) and np.all(np.isfinite(grad)) and np.all(np.isfinite(hess))):
-        raise ValueError(
+        raise NonFiniteTaylor(
             "The log-likelihood or its derivatives are not finite at the reference point; "
             "pass a reference_point inside the support of the posterior."
         )

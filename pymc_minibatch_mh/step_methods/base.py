@@ -12,7 +12,7 @@ import numpy as np
 import pymc as pm
 from pymc.blocking import RaveledVars
 from pymc.pytensorf import make_shared_replacements
-from pymc.stats.convergence import SamplerWarning
+from pymc.stats.convergence import SamplerWarning, WarningType
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
@@ -29,6 +29,7 @@ from pymc_minibatch_mh.kernels.proposals import (
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.likelihood import build_tall_data, recognise_linear_predictor
 from pymc_minibatch_mh.likelihood.taylor import (
+    NonFiniteTaylor,
     compile_chunk_derivatives,
     compile_prior_hessian,
     compile_residual_diff,
@@ -196,7 +197,11 @@ class MinibatchStep(ArrayStepShared):
                 reference_point = find_map(model, initial_point, progressbar=self.progressbar)
             self.reference = self._taylor_at(block_position(reference_point, vars))
         if control_variates:
-            self._residual_diff = compile_residual_diff(self.tall_data)
+            self._residual_diff = compile_residual_diff(
+                self.tall_data,
+                derivatives=self._taylor_derivatives,
+                reference=self.reference.reference,
+            )
         self._untuned_reference = self.reference
         self._laplace_chol = None
         if self.reference is not None:
@@ -569,7 +574,21 @@ class MinibatchStep(ArrayStepShared):
             offset = float(np.linalg.norm(np.linalg.solve(chol, mean - self.reference.reference)))
             noise = math.sqrt(ndim / max(self.cov_window.count, 1))
             if refit or offset > 1.0 + 2.0 * noise:
-                self._recentre(mean)
+                try:
+                    self._recentre(mean)
+                except NonFiniteTaylor as err:
+                    # Any fixed proxy keeps the estimator unbiased: keep the current one.
+                    self._pending_warnings.append(
+                        SamplerWarning(
+                            WarningType.BAD_PARAMS,
+                            f"{type(self).__name__}: the control variates could not be "
+                            f"moved to the mean of the tuning draws ({err}); they stay at "
+                            f"the previous expansion point. The chain visited a region "
+                            "where the likelihood is not finite: check the model, or pass "
+                            "reference_point= a point in the bulk of the posterior.",
+                            "warn",
+                        )
+                    )
 
     # ---------------------------------------------------------------- after tuning
     def _check_chain(self, position: np.ndarray, infos: list) -> SamplerWarning | None:

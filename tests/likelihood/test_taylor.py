@@ -109,3 +109,58 @@ def test_control_variates_refuse_likelihood_variables_outside_the_block(rng):
     data = _build(model, [model.rvs_to_values[mu]])
     with pytest.raises(ValueError, match="sigma"):
         check_block_covers_likelihood(data)
+
+
+def test_residual_check_catches_a_miscompiled_residual_function(logistic):
+    """The construction-time check of the compiled residuals (against the reverse-mode
+    gradient and Hessian sums) accepts the compiled function and rejects a wrong one."""
+    from pymc_minibatch_mh.likelihood.taylor import _residuals_agree
+
+    data, target, _ = logistic
+    derivatives = compile_chunk_derivatives(data)
+    centre = target.proxy.reference
+    assert _residuals_agree(data, target.residual_diff, derivatives, centre)
+
+    def off_by_a_little(q_new, q_old, q_ref, idx):  # negative control: 1 % error per row
+        return target.residual_diff(q_new, q_old, q_ref, idx) + 0.01 * data.loglik_diff(
+            q_new, q_old, idx
+        )
+
+    assert not _residuals_agree(data, off_by_a_little, derivatives, centre)
+
+
+def test_miscompiled_residuals_are_recompiled_without_fusion(logistic, monkeypatch):
+    """If the first compilation is wrong, the residuals are compiled again without
+    elementwise fusion; if that is wrong too, construction stops with a clear error."""
+    from pymc_minibatch_mh.likelihood import taylor
+
+    data, target, _ = logistic
+    real = taylor._compile_residual_diff
+    calls = []
+
+    def broken_unless_unfused(tall_data, *, exclude_fusion):
+        calls.append(exclude_fusion)
+        fn = real(tall_data, exclude_fusion=exclude_fusion)
+        if exclude_fusion:
+            return fn
+        return lambda q_new, q_old, q_ref, idx: 2.0 * fn(q_new, q_old, q_ref, idx) + 0.1
+
+    monkeypatch.setattr(taylor, "_compile_residual_diff", broken_unless_unfused)
+    fn = taylor.compile_residual_diff(data, reference=target.proxy.reference)
+    assert calls == [False, True]
+    q = target.proxy.reference
+    rows = np.arange(100)
+    np.testing.assert_allclose(
+        fn(q + 0.01, q, q, rows), target.residual_diff(q + 0.01, q, q, rows), atol=1e-10
+    )
+
+    monkeypatch.setattr(
+        taylor,
+        "_compile_residual_diff",
+        lambda tall_data, *, exclude_fusion: lambda *args: real(
+            tall_data, exclude_fusion=exclude_fusion
+        )(*args)
+        + 0.1,
+    )
+    with pytest.raises(RuntimeError, match="control_variates=False"):
+        taylor.compile_residual_diff(data, reference=target.proxy.reference)
