@@ -22,7 +22,7 @@ References
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -64,6 +64,24 @@ class TaylorProxy:
 
 
 @dataclass(frozen=True)
+class ImageTaylorProxy(TaylorProxy):
+    """A Taylor proxy expanded in the likelihood's image ``phi = phi(q)``, seen in ``q``.
+
+    The inherited fields are the value, gradient and Hessian in ``q`` at ``reference``
+    (obtained from ``image`` by the chain rule): they describe the log-likelihood there
+    (Laplace fit, bounds). The control variates use ``image``: the proxy in ``phi``,
+    which stays accurate where ``phi(q)`` is non-linear.
+
+    Attributes
+    ----------
+    image : TaylorProxy
+        Full-data Taylor sums in ``phi`` at ``phi(reference)``.
+    """
+
+    image: TaylorProxy | None = None
+
+
+@dataclass(frozen=True)
 class ControlVariateTarget:
     """A :class:`~pymc_minibatch_mh.kernels.target.TallTarget` whose ratio terms are residuals.
 
@@ -80,13 +98,31 @@ class ControlVariateTarget:
     proxy : TaylorProxy
         Full-data Taylor sums at the reference point.
     residual_diff : callable
-        ``residual_diff(q_new, q_old, q_ref, idx) -> (len(idx),)`` residual differences
+        ``residual_diff(x_new, x_old, x_ref, idx) -> (len(idx),)`` residual differences
         computed with the same per-datum proxy as ``proxy``.
+    coordinates : callable, optional
+        ``coordinates(q) -> x``: the space of the proxy (the likelihood's image, see
+        :class:`ImageTaylorProxy`); ``None`` means ``q`` itself. The unbiasedness does
+        not depend on it: any fixed proxy cancels between its exact sum and the residuals.
     """
 
     base: TallTarget
     proxy: TaylorProxy
     residual_diff: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+    coordinates: Callable[[np.ndarray], np.ndarray] | None = None
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def _x(self, q: np.ndarray) -> np.ndarray:
+        """``coordinates(q)``, remembered for the two points of the current move."""
+        if self.coordinates is None:
+            return q
+        key = q.tobytes()
+        x = self._memo.get(key)
+        if x is None:
+            if len(self._memo) >= 4:
+                self._memo.clear()
+            x = self._memo[key] = self.coordinates(q)
+        return x
 
     @property
     def n_data(self) -> int:
@@ -96,10 +132,10 @@ class ControlVariateTarget:
         return self.base.loglik(q, idx)
 
     def loglik_diff(self, q_new: np.ndarray, q_old: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        return self.residual_diff(q_new, q_old, self.proxy.reference, idx)
+        return self.residual_diff(self._x(q_new), self._x(q_old), self.proxy.reference, idx)
 
     def diff_offset(self, q_new: np.ndarray, q_old: np.ndarray) -> float:
-        return self.proxy.diff(q_new, q_old)
+        return self.proxy.diff(self._x(q_new), self._x(q_old))
 
     def loglik_full(self, q: np.ndarray) -> np.ndarray:
         return self.base.loglik_full(q)

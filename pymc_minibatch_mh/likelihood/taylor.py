@@ -25,6 +25,7 @@ References
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pytensor
@@ -114,15 +115,58 @@ def compile_residual_diff(
     RuntimeError
         If the residuals are wrong even without fusion (please report the model).
     """
+    graphs = _graphs_of(tall_data)
     if derivatives is None:
         derivatives = compile_chunk_derivatives(tall_data)
     centre = np.zeros(tall_data.ndim) if reference is None else np.asarray(reference, float)
-    fn = _compile_residual_diff(tall_data, exclude_fusion=False)
-    if _residuals_agree(tall_data, fn, derivatives, centre):
-        return fn
-    fn = _compile_residual_diff(tall_data, exclude_fusion=True)
-    if _residuals_agree(tall_data, fn, derivatives, centre):
-        return fn
+    rng = np.random.default_rng(7)
+    points = [centre + 0.05 * rng.standard_normal(centre.size) for _ in range(3)]
+    points[1] += points[0] - centre
+    points[2] += points[0] - centre
+    return checked_residual_diff(
+        graphs.q,
+        graphs.batch,
+        graphs.idx,
+        graphs.compile_kwargs,
+        check=ResidualCheck(
+            points=tuple(points),
+            ratio=tall_data.loglik_diff,
+            derivatives=derivatives,
+            rows=probe_indices(tall_data.n_data),
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class ResidualCheck:
+    """What :func:`checked_residual_diff` compares the compiled residuals with.
+
+    Attributes
+    ----------
+    points : tuple of ndarray
+        ``(x_ref, x_old, x_new)``: the expansion point and a move near it.
+    ratio : callable
+        ``ratio(x_new, x_old, rows)``: per-datum log-likelihood differences.
+    derivatives : callable
+        ``derivatives(x, rows) -> (sum, gradient sum, Hessian sum)`` (reverse mode).
+    rows : ndarray
+        Row indices of the check.
+    """
+
+    points: tuple
+    ratio: Callable
+    derivatives: Callable
+    rows: np.ndarray
+
+
+def checked_residual_diff(x, batch, idx, compile_kwargs: dict, *, check: ResidualCheck):
+    """Compile the residuals of ``batch`` (a per-row graph in the vector ``x``) around an
+    expansion point given as an input, check them, and recompile without elementwise
+    fusion if the check fails (see :func:`compile_residual_diff`)."""
+    for exclude_fusion in (False, True):
+        fn = _compile_residual_diff(x, batch, idx, compile_kwargs, exclude_fusion=exclude_fusion)
+        if _residuals_agree(fn, check):
+            return fn
     raise RuntimeError(
         "The compiled control-variate residuals disagree with the log-likelihood's own "
         "gradient and Hessian on this model, even without elementwise fusion (a PyTensor "
@@ -131,42 +175,36 @@ def compile_residual_diff(
     )
 
 
-def _compile_residual_diff(tall_data: TallData, *, exclude_fusion: bool) -> Callable:
-    graphs = _graphs_of(tall_data)
-    q, batch = graphs.q, graphs.batch
-    q_new, q_old, q_ref = q.type("q_new"), q.type("q_old"), q.type("q_ref")
-    direction, spread = q.type("direction"), q.type("spread")
-    at_ref = clone_replace(batch, replace={q: q_ref})
-    first = _jvp(at_ref, q_ref, direction)
-    second = _jvp(first, q_ref, spread)
+def _compile_residual_diff(
+    x, batch, idx, compile_kwargs: dict, *, exclude_fusion: bool
+) -> Callable:
+    x_new, x_old, x_ref = x.type("x_new"), x.type("x_old"), x.type("x_ref")
+    direction, spread = x.type("direction"), x.type("spread")
+    at_ref = clone_replace(batch, replace={x: x_ref})
+    first = _jvp(at_ref, x_ref, direction)
+    second = _jvp(first, x_ref, spread)
     proxy_diff = clone_replace(
         first + 0.5 * second,
-        replace={direction: q_new - q_old, spread: q_new + q_old - 2.0 * q_ref},
+        replace={direction: x_new - x_old, spread: x_new + x_old - 2.0 * x_ref},
     )
-    ratio = clone_replace(batch, replace={q: q_new}) - clone_replace(batch, replace={q: q_old})
-    compile_kwargs = dict(graphs.compile_kwargs)
+    ratio = clone_replace(batch, replace={x: x_new}) - clone_replace(batch, replace={x: x_old})
+    compile_kwargs = dict(compile_kwargs)
     if exclude_fusion:
         compile_kwargs["mode"] = get_mode(compile_kwargs.get("mode")).excluding("fusion")
-    fn = compile_pymc([q_new, q_old, q_ref, graphs.idx], ratio - proxy_diff, **compile_kwargs)
+    fn = compile_pymc([x_new, x_old, x_ref, idx], ratio - proxy_diff, **compile_kwargs)
     fn.trust_input = True
     return fn
 
 
-def _residuals_agree(
-    tall_data: TallData, residual_diff: Callable, derivatives: Callable, centre: np.ndarray
-) -> bool:
-    """Whether ``ratio - residual`` on probe rows equals the proxy difference from the
-    reverse-mode sums ``g . d + d^T H s / 2`` at a fixed move near ``centre``."""
-    rows = probe_indices(tall_data.n_data)
-    rng = np.random.default_rng(7)
-    q_ref = centre + 0.05 * rng.standard_normal(centre.size)
-    q_old = q_ref + 0.05 * rng.standard_normal(centre.size)
-    q_new = q_ref + 0.05 * rng.standard_normal(centre.size)
-    _, grad, hess = derivatives(q_ref, rows)
-    d, s = q_new - q_old, q_new + q_old - 2.0 * q_ref
+def _residuals_agree(residual_diff: Callable, check: ResidualCheck) -> bool:
+    """Whether ``ratio - residual`` on the check's rows equals the proxy difference from
+    the reverse-mode sums, ``g . d + d^T H s / 2``."""
+    x_ref, x_old, x_new = check.points
+    _, grad, hess = check.derivatives(x_ref, check.rows)
+    d, s = x_new - x_old, x_new + x_old - 2.0 * x_ref
     expected = float(grad @ d + 0.5 * (d @ (hess @ s)))
-    ratio = tall_data.loglik_diff(q_new, q_old, rows)
-    residual = residual_diff(q_new, q_old, q_ref, rows)
+    ratio = check.ratio(x_new, x_old, check.rows)
+    residual = residual_diff(x_new, x_old, x_ref, check.rows)
     if not (np.all(np.isfinite(ratio)) and np.all(np.isfinite(residual))):
         return True  # outside the support here: nothing to compare
     got = float(np.sum(ratio - residual))
@@ -177,10 +215,15 @@ def _residuals_agree(
 def compile_chunk_derivatives(tall_data: TallData) -> Callable:
     """Compile ``f(q, idx) -> (sum_i l_i, sum_i grad l_i, sum_i hess l_i)`` over rows ``idx``."""
     graphs = _graphs_of(tall_data)
-    total = graphs.batch.sum()
-    grad = pt.grad(total, graphs.q)
-    hess = pytensor.gradient.hessian(total, graphs.q)
-    fn = compile_pymc([graphs.q, graphs.idx], [total, grad, hess], **graphs.compile_kwargs)
+    return compile_sum_derivatives(graphs.q, graphs.batch, graphs.idx, graphs.compile_kwargs)
+
+
+def compile_sum_derivatives(x, batch, idx, compile_kwargs: dict) -> Callable:
+    """Compile ``f(x, idx) -> (sum, gradient, Hessian)`` of ``batch.sum()`` in the vector ``x``."""
+    total = batch.sum()
+    grad = pt.grad(total, x)
+    hess = pytensor.gradient.hessian(total, x)
+    fn = compile_pymc([x, idx], [total, grad, hess], **compile_kwargs)
     fn.trust_input = True
     return fn
 
@@ -222,12 +265,31 @@ def full_data_taylor(
     """
     if derivatives is None:
         derivatives = compile_chunk_derivatives(tall_data)
+    return chunked_taylor_sums(
+        derivatives, reference, tall_data.n_data, chunk_rows=chunk_rows, progressbar=progressbar
+    )
+
+
+def chunked_taylor_sums(
+    derivatives: Callable,
+    reference: np.ndarray,
+    n_data: int,
+    *,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    progressbar: bool = False,
+) -> TaylorProxy:
+    """Sum ``derivatives(reference, rows)`` over all rows in chunks: one pass.
+
+    Raises
+    ------
+    NonFiniteTaylor
+        If a sum is not finite.
+    """
     reference = np.asarray(reference, dtype=np.float64)
-    n = tall_data.n_data
-    value, grad, hess = 0.0, np.zeros(tall_data.ndim), np.zeros((tall_data.ndim,) * 2)
-    starts = range(0, n, chunk_rows)
+    value, grad, hess = 0.0, np.zeros(reference.size), np.zeros((reference.size,) * 2)
+    starts = range(0, n_data, chunk_rows)
     for start in progress_bar(starts, "Taylor sums over the data", enabled=progressbar):
-        idx = np.arange(start, min(start + chunk_rows, n), dtype=np.int64)
+        idx = np.arange(start, min(start + chunk_rows, n_data), dtype=np.int64)
         v, g, h = derivatives(reference, idx)
         value += float(v)
         grad += g

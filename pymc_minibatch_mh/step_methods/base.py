@@ -6,7 +6,7 @@ import math
 import warnings
 from abc import abstractmethod
 from collections.abc import Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 
 import numpy as np
 import pymc as pm
@@ -20,19 +20,31 @@ from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pymc.vartypes import continuous_types
 
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation, adapt_scale
-from pymc_minibatch_mh.kernels.control_variates import ControlVariateTarget, TaylorProxy
+from pymc_minibatch_mh.kernels.control_variates import (
+    ControlVariateTarget,
+    ImageTaylorProxy,
+    TaylorProxy,
+)
 from pymc_minibatch_mh.kernels.proposals import (
     IndependenceProposal,
     ProposalMixture,
     RandomWalkProposal,
 )
+from pymc_minibatch_mh.kernels.surrogate_hmc import SurrogateHMC
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.likelihood import build_tall_data, recognise_linear_predictor
+from pymc_minibatch_mh.likelihood.batching import probe_indices
+from pymc_minibatch_mh.likelihood.image import LikelihoodImage, find_likelihood_image
+from pymc_minibatch_mh.likelihood.surrogate import compile_surrogate_density
 from pymc_minibatch_mh.likelihood.taylor import (
     NonFiniteTaylor,
+    ResidualCheck,
+    checked_residual_diff,
+    chunked_taylor_sums,
     compile_chunk_derivatives,
     compile_prior_hessian,
     compile_residual_diff,
+    compile_sum_derivatives,
     full_data_taylor,
 )
 from pymc_minibatch_mh.progress import progress_status
@@ -55,6 +67,9 @@ REFIT_INFLATION = 1.2**2
 #: ``count / (count + COVARIANCE_PRIOR_DRAWS * d)``: a few hundred correlated draws
 #: estimate a d x d covariance poorly, and the Laplace covariance is a good prior guess.
 COVARIANCE_PRIOR_DRAWS = 10
+#: Acceptance rate of the inner HMC step on the surrogate that tuning aims at.
+SURROGATE_TARGET_ACCEPT = 0.8
+SURROGATE_TRANSITIONS = 10
 
 # ``accepted`` is float64 (0.0 / 1.0), as in PyMC's Metropolis: PyMC refuses a compound
 # step whose samplers report the same stat name with different dtypes.
@@ -191,16 +206,29 @@ class MinibatchStep(ArrayStepShared):
         self.reference: TaylorProxy | None = None
         self._taylor_derivatives = None
         self._residual_diff = None
+        self._image_maps = None
         if control_variates or proposal != "rw":
-            self._taylor_derivatives = compile_chunk_derivatives(self.tall_data)
+            image = None
+            if control_variates and self.proxy_in_image:
+                image = find_likelihood_image(self.tall_data, block_position(initial_point, vars))
+            if image is None:
+                self._taylor_derivatives = compile_chunk_derivatives(self.tall_data)
+            else:
+                graphs = self.tall_data.graphs
+                self._taylor_derivatives = compile_sum_derivatives(
+                    image.phi, image.batch, graphs.idx, graphs.compile_kwargs
+                )
+                self._image_maps = (image.to_image, image.pull_back)
             if reference_point is None:
                 reference_point = find_map(model, initial_point, progressbar=self.progressbar)
             self.reference = self._taylor_at(block_position(reference_point, vars))
-        if control_variates:
-            self._residual_diff = compile_residual_diff(
-                self.tall_data,
-                derivatives=self._taylor_derivatives,
-                reference=self.reference.reference,
+            if control_variates:
+                self._residual_diff = self._compile_residuals(image)
+        # Hamiltonian moves on the surrogate (prior + proxy) as the local move of "auto".
+        self._surrogate = None
+        if proposal == "auto" and control_variates and self.surrogate_moves:
+            self._surrogate = compile_surrogate_density(
+                self.tall_data, None if image is None else image.stacked
             )
         self._untuned_reference = self.reference
         self._laplace_chol = None
@@ -240,6 +268,10 @@ class MinibatchStep(ArrayStepShared):
         else:
             random_walk = RandomWalkProposal(self._laplace_chol)
             default_scaling = 2.38 / math.sqrt(ndim)
+            if self._surrogate is not None:
+                # The local move is HMC on the surrogate; the scale is its step size.
+                random_walk = SurrogateHMC(self._laplace_chol, SURROGATE_TRANSITIONS)
+                default_scaling = ndim ** (-0.25)
             if proposal == "laplace":
                 self._untuned_proposal = random_walk
             else:
@@ -250,6 +282,7 @@ class MinibatchStep(ArrayStepShared):
                 )
         self.proposal = self._untuned_proposal
         self._move_independent = False
+        self._inner_accept = None
         # Recentring the control variates: True, at the end of tuning; None (default, with
         # control variates), whenever a tuning window shows the proxy's centre is off.
         self.recentre = recentre if control_variates else False
@@ -282,6 +315,13 @@ class MinibatchStep(ArrayStepShared):
     supports_control_variates = True
     #: Inner MH iterations per PyMC draw when ``steps_per_draw`` is not given.
     default_steps_per_draw = 1
+    #: Expand the control variates in the likelihood's image (see
+    #: :mod:`pymc_minibatch_mh.likelihood.image`) when one is found. TunaMH's bounds
+    #: are derived for a proxy in ``q`` and keep it.
+    proxy_in_image = True
+    #: With control variates, ``proposal="auto"`` mixes independence moves with HMC moves
+    #: on the surrogate posterior (prior + proxy) instead of a random walk.
+    surrogate_moves = True
 
     def _check_applicable(self, model: pm.Model, vars: Sequence, initial_point: dict) -> None:
         """Refuse a model the method cannot sample, before any pass over the data.
@@ -326,13 +366,62 @@ class MinibatchStep(ArrayStepShared):
         return bool(requested)
 
     def _taylor_at(self, position: np.ndarray, *, progressbar: bool = True) -> TaylorProxy:
-        """Full-data Taylor sums at ``position`` (one pass over the data, counted)."""
+        """Full-data Taylor sums at ``position`` (one pass over the data, counted).
+
+        With the proxy in the likelihood's image (``proxy_in_image``) the pass sums in
+        ``phi`` and the sums in ``q`` follow by the chain rule (no second pass).
+        """
         self.n_data_passes += 1
-        return full_data_taylor(
-            self.tall_data,
-            position,
-            derivatives=self._taylor_derivatives,
-            progressbar=self.progressbar and progressbar,
+        progressbar = self.progressbar and progressbar
+        if self._image_maps is None:
+            return full_data_taylor(
+                self.tall_data,
+                position,
+                derivatives=self._taylor_derivatives,
+                progressbar=progressbar,
+            )
+        to_image, pull_back = self._image_maps
+        position = np.asarray(position, dtype=np.float64)
+        image = chunked_taylor_sums(
+            self._taylor_derivatives,
+            to_image(position),
+            self.tall_data.n_data,
+            progressbar=progressbar,
+        )
+        gradient, hessian = pull_back(position, image.gradient, image.hessian)
+        return ImageTaylorProxy(
+            reference=position.copy(),
+            value=image.value,
+            gradient=np.asarray(gradient, dtype=np.float64),
+            hessian=0.5 * (hessian + hessian.T),
+            image=image,
+        )
+
+    def _compile_residuals(self, image: LikelihoodImage | None):
+        """The residual function of the control variates (in ``q`` or in the image)."""
+        if image is None:
+            return compile_residual_diff(
+                self.tall_data,
+                derivatives=self._taylor_derivatives,
+                reference=self.reference.reference,
+            )
+        rng = np.random.default_rng(7)
+        q_ref = self.reference.reference + 0.05 * rng.standard_normal(self.tall_data.ndim)
+        q_old = q_ref + 0.05 * rng.standard_normal(q_ref.size)
+        q_new = q_ref + 0.05 * rng.standard_normal(q_ref.size)
+        graphs = self.tall_data.graphs
+        return checked_residual_diff(
+            image.phi,
+            image.batch,
+            graphs.idx,
+            graphs.compile_kwargs,
+            check=ResidualCheck(
+                points=tuple(image.to_image(q) for q in (q_ref, q_old, q_new)),
+                # The likelihood ratio of the images is that of their preimages.
+                ratio=lambda _new, _old, rows: self.tall_data.loglik_diff(q_new, q_old, rows),
+                derivatives=self._taylor_derivatives,
+                rows=probe_indices(self.tall_data.n_data),
+            ),
         )
 
     def _recognise_linear_predictor(self, model: pm.Model, initial_point: dict):
@@ -364,6 +453,13 @@ class MinibatchStep(ArrayStepShared):
         whose ratio terms are residuals of the Taylor proxy at ``self.reference``."""
         if self._residual_diff is None:
             return self.tall_data
+        if isinstance(self.reference, ImageTaylorProxy):
+            return ControlVariateTarget(
+                self.tall_data,
+                self.reference.image,
+                self._residual_diff,
+                coordinates=self._image_maps[0],
+            )
         return ControlVariateTarget(self.tall_data, self.reference, self._residual_diff)
 
     @staticmethod
@@ -479,7 +575,26 @@ class MinibatchStep(ArrayStepShared):
 
     def _propose(self, state: ChainState) -> tuple[np.ndarray, float]:
         proposal, scaling = self._choose_move()
+        if isinstance(proposal, SurrogateHMC):
+            moved, log_q_ratio, self._inner_accept = proposal(
+                self.rng, state.position, scaling, self._surrogate_density
+            )
+            return moved, log_q_ratio
+        self._inner_accept = None
         return proposal(self.rng, state.position, scaling)
+
+    def _surrogate_density(self, position: np.ndarray) -> tuple[float, np.ndarray]:
+        """Prior plus tempered proxy of the control variates and its gradient in ``q``."""
+        proxy = self.reference
+        if isinstance(proxy, ImageTaylorProxy):
+            proxy = proxy.image
+        value, grad = self._surrogate(
+            position,
+            proxy.gradient / self.temperature,
+            proxy.hessian / self.temperature,
+            proxy.reference,
+        )
+        return float(value), grad
 
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict]]:
         position = np.asarray(q0.data, dtype=np.float64)
@@ -520,6 +635,11 @@ class MinibatchStep(ArrayStepShared):
         if self._move_independent:
             proposed, accepted = self.independent_tally
             self.independent_tally = (proposed + 1, accepted + accept_prob)
+        elif self._inner_accept is not None:
+            # HMC on the surrogate: its step size follows the inner acceptance.
+            self.adaptation = adapt_scale(
+                self.adaptation, self._inner_accept, SURROGATE_TARGET_ACCEPT
+            )
         elif self.adapt_scale:
             self.adaptation = adapt_scale(self.adaptation, accept_prob, self.target_accept)
         if self.cov_window is None:
@@ -568,7 +688,8 @@ class MinibatchStep(ArrayStepShared):
             p_independent = INITIAL_P_INDEPENDENT
         else:
             p_independent = float(np.clip(1.6 * rate, *P_INDEPENDENT_RANGE))
-        self.proposal = ProposalMixture(RandomWalkProposal(chol), independent, p_independent)
+        local = replace(mixture.random_walk, chol=chol)
+        self.proposal = ProposalMixture(local, independent, p_independent)
         self.independent_tally = (0, 0.0)
         if self.recentre is None and self.reference is not None:
             offset = float(np.linalg.norm(np.linalg.solve(chol, mean - self.reference.reference)))

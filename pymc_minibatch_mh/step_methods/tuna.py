@@ -194,6 +194,10 @@ start_at_reference, tune, adapt_cov, steps_per_draw, data_dim, progressbar
         "chi": (np.float64, []),
     }
     default_target_accept = 0.25
+    # The remainder bounds are derived for a Taylor proxy in the block coordinates.
+    proxy_in_image = False
+    # Its batch grows with the move's length (the bound M(q, q')): local random-walk moves.
+    surrogate_moves = False
     _state_class = TunaStepState
 
     def __init__(

@@ -114,19 +114,24 @@ def test_control_variates_refuse_likelihood_variables_outside_the_block(rng):
 def test_residual_check_catches_a_miscompiled_residual_function(logistic):
     """The construction-time check of the compiled residuals (against the reverse-mode
     gradient and Hessian sums) accepts the compiled function and rejects a wrong one."""
-    from pymc_minibatch_mh.likelihood.taylor import _residuals_agree
+    from pymc_minibatch_mh.likelihood.taylor import ResidualCheck, _residuals_agree
 
-    data, target, _ = logistic
-    derivatives = compile_chunk_derivatives(data)
-    centre = target.proxy.reference
-    assert _residuals_agree(data, target.residual_diff, derivatives, centre)
+    data, target, chol = logistic
+    q_ref = target.proxy.reference
+    check = ResidualCheck(
+        points=(q_ref, q_ref + chol[:, 0], q_ref - chol[:, 1]),
+        ratio=data.loglik_diff,
+        derivatives=compile_chunk_derivatives(data),
+        rows=np.arange(0, N, 997),
+    )
+    assert _residuals_agree(target.residual_diff, check)
 
     def off_by_a_little(q_new, q_old, q_ref, idx):  # negative control: 1 % error per row
         return target.residual_diff(q_new, q_old, q_ref, idx) + 0.01 * data.loglik_diff(
             q_new, q_old, idx
         )
 
-    assert not _residuals_agree(data, off_by_a_little, derivatives, centre)
+    assert not _residuals_agree(off_by_a_little, check)
 
 
 def test_miscompiled_residuals_are_recompiled_without_fusion(logistic, monkeypatch):
@@ -138,9 +143,9 @@ def test_miscompiled_residuals_are_recompiled_without_fusion(logistic, monkeypat
     real = taylor._compile_residual_diff
     calls = []
 
-    def broken_unless_unfused(tall_data, *, exclude_fusion):
+    def broken_unless_unfused(*args, exclude_fusion):
         calls.append(exclude_fusion)
-        fn = real(tall_data, exclude_fusion=exclude_fusion)
+        fn = real(*args, exclude_fusion=exclude_fusion)
         if exclude_fusion:
             return fn
         return lambda q_new, q_old, q_ref, idx: 2.0 * fn(q_new, q_old, q_ref, idx) + 0.1
@@ -154,13 +159,10 @@ def test_miscompiled_residuals_are_recompiled_without_fusion(logistic, monkeypat
         fn(q + 0.01, q, q, rows), target.residual_diff(q + 0.01, q, q, rows), atol=1e-10
     )
 
-    monkeypatch.setattr(
-        taylor,
-        "_compile_residual_diff",
-        lambda tall_data, *, exclude_fusion: lambda *args: real(
-            tall_data, exclude_fusion=exclude_fusion
-        )(*args)
-        + 0.1,
-    )
+    def always_broken(*args, exclude_fusion):
+        fn = real(*args, exclude_fusion=exclude_fusion)
+        return lambda *point: fn(*point) + 0.1
+
+    monkeypatch.setattr(taylor, "_compile_residual_diff", always_broken)
     with pytest.raises(RuntimeError, match="control_variates=False"):
         taylor.compile_residual_diff(data, reference=target.proxy.reference)

@@ -80,10 +80,8 @@ DRAWS = {"hier_centred": 3000}
 #: limitations"): the joint MAP of the non-centred hierarchy is far from the posterior mass
 #: and the random-walk moves cannot follow its curved ridge within the tuning time. Strict:
 #: a fix makes these tests fail until the mark is removed.
-KNOWN_FAILURES = {
-    ("hier_noncentred", "MinibatchBarker"): "MAP far from the mass of a non-centred hierarchy",
-    ("hier_noncentred", "Austere"): "MAP far from the mass of a non-centred hierarchy",
-}
+#: (model, step) pairs expected to fail, with the reason (strict xfail): none today.
+KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 
 PAIRS = [(model, step) for model in BUILDERS for step in STEP_NAMES]
 ACCEPTED = [

@@ -1,0 +1,156 @@
+"""The likelihood's own parameters as a function of the sampled block (its image).
+
+A per-datum log-likelihood reads the block ``q`` only through a few data-free
+quantities: the coefficients of a linear predictor, the group intercepts
+``a = mu + sigma * z`` of a non-centred hierarchy, a scale ``exp(log_sigma)``, a
+Cholesky factor. Stacked into one vector ``phi = phi(q)`` (the *image* of ``q``), the
+likelihood is ``l_i(q) = f_i(phi(q))``. A Taylor proxy of ``f_i`` in ``phi`` stays
+accurate wherever the likelihood is close to Gaussian in its own parameters, even when
+``phi(q)`` is strongly non-linear: for the non-centred hierarchy a proxy in ``q`` fits
+only near its expansion point, while one in ``phi`` fits the whole posterior.
+
+The image is found in the graph of the per-row log-likelihood: it is the set of
+floating-point variables that depend on ``q`` but not on the rows, and feed an
+operation that does. Everything the image needs (its value, and the gradient and
+Hessian in ``q`` of the proxy through it) is data-free and costs ``O(D^2)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+from pymc.pytensorf import compile as compile_pymc
+from pytensor.graph.basic import Variable
+
+from pymc_minibatch_mh.likelihood.graph_tools import ancestors, rebuild_graph, toposort
+from pymc_minibatch_mh.likelihood.tall_data import TallData
+
+#: The image is used only when it is at most this many times longer than the block
+#: (plus a constant): its Hessian sums grow with the square of its length.
+MAX_IMAGE_RATIO = 4
+MAX_IMAGE_EXTRA = 32
+
+
+@dataclass(frozen=True)
+class LikelihoodImage:
+    """The map ``q -> phi`` and the per-row log-likelihood as a graph in ``phi``.
+
+    Attributes
+    ----------
+    size : int
+        Length of ``phi``.
+    stacked : TensorVariable
+        ``phi`` as a graph of the block vector ``q`` (the TallData's ``q`` input).
+    phi : TensorVariable
+        The vector input of ``batch``.
+    batch : TensorVariable
+        Per-row log-likelihood of the rows ``idx`` (the TallData's index input) at ``phi``.
+    to_image : callable
+        ``to_image(q) -> phi``.
+    pull_back : callable
+        ``pull_back(q, g, H) -> (J^T g, J^T H J + sum_k g_k hess phi_k)``: gradient and
+        Hessian in ``q`` of a function of ``phi`` with gradient ``g`` and Hessian ``H``
+        at ``phi(q)`` (chain rule; ``J`` is the Jacobian of ``phi``).
+    """
+
+    size: int
+    stacked: Variable
+    phi: Variable
+    batch: Variable
+    to_image: Callable[[np.ndarray], np.ndarray]
+    pull_back: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple]
+
+
+def find_likelihood_image(tall_data: TallData, q0: np.ndarray) -> LikelihoodImage | None:
+    """The image of the block in the likelihood, or None when it would not help.
+
+    None is returned when the likelihood reads the block in a way that is not through
+    floating-point data-free variables (the rewritten graph still depends on ``q``), or
+    when the image is much longer than the block.
+
+    Parameters
+    ----------
+    tall_data : TallData
+        Compiled model functions with their graphs.
+    q0 : ndarray
+        A point of the block where the likelihood is finite (fixes the image's shapes).
+    """
+    graphs = tall_data.graphs
+    q, idx, batch = graphs.q, graphs.idx, graphs.batch
+    frontier = _frontier(batch, q, idx)
+    if not frontier:
+        return None
+    kwargs = graphs.compile_kwargs
+    parts_fn = compile_pymc([q], frontier, **kwargs)
+    values = parts_fn(np.asarray(q0, dtype=q.dtype))
+    # A non-finite entry (e.g. a switch between 0 and -inf that guards a support) is no
+    # coordinate for a Taylor proxy: leave it to be recomputed from the other entries.
+    kept = [
+        (var, np.shape(v))
+        for var, v in zip(frontier, values, strict=True)
+        if np.all(np.isfinite(v))
+    ]
+    if not kept:
+        return None
+    frontier = [var for var, _ in kept]
+    shapes = [shape for _, shape in kept]
+    size = int(sum(int(np.prod(shape)) for shape in shapes))
+    if size > MAX_IMAGE_RATIO * tall_data.ndim + MAX_IMAGE_EXTRA:
+        return None
+    phi = pt.vector("phi", dtype="float64")
+    replace, start = {}, 0
+    for var, shape in zip(frontier, shapes, strict=True):
+        length = int(np.prod(shape))
+        piece = phi[start : start + length].reshape(shape) if shape else phi[start]
+        replace[var] = pt.cast(piece, var.dtype)
+        start += length
+    batch_phi = rebuild_graph(batch, replace)
+    if q in set(ancestors([batch_phi])):
+        return None
+    stacked = pt.concatenate([pt.cast(var, "float64").ravel() for var in frontier])
+    to_image = compile_pymc([q], stacked, **kwargs)
+    g = pt.vector("g", dtype="float64")
+    h = pt.matrix("h", dtype="float64")
+    jac = pytensor.gradient.jacobian(stacked, q, vectorize=True, disconnected_inputs="ignore")
+    weighted = pt.grad(pt.dot(g, stacked), q, disconnected_inputs="ignore")
+    curvature = pytensor.gradient.jacobian(
+        weighted, q, vectorize=True, disconnected_inputs="ignore"
+    )
+    pull_back = compile_pymc(
+        [q, g, h], [jac.T @ g, jac.T @ h @ jac + curvature], on_unused_input="ignore", **kwargs
+    )
+    for fn in (to_image, pull_back):
+        fn.trust_input = True
+    return LikelihoodImage(
+        size=size, stacked=stacked, phi=phi, batch=batch_phi, to_image=to_image, pull_back=pull_back
+    )
+
+
+def _frontier(batch: Variable, q: Variable, idx: Variable) -> list[Variable]:
+    """Floating-point variables that depend on ``q`` but not on ``idx`` and are read by an
+    operation that depends on ``idx`` (in a fixed graph order)."""
+    nodes = list(toposort([batch]))
+    on_rows, on_q = {idx}, {q}
+    for node in nodes:
+        if any(var in on_rows for var in node.inputs):
+            on_rows.update(node.outputs)
+        if any(var in on_q for var in node.inputs):
+            on_q.update(node.outputs)
+    frontier, seen = [], set()
+    for node in nodes:
+        if not any(out in on_rows for out in node.outputs):
+            continue
+        for var in node.inputs:
+            if var in on_q and var not in on_rows and var not in seen:
+                seen.add(var)
+                frontier.append(var)
+    if any(not var.dtype.startswith("float") for var in frontier):
+        # Only differentiable quantities can carry a Taylor proxy; a boolean test of the
+        # parameters (a support check) is fine when it is built from other image entries.
+        floats = [var for var in frontier if var.dtype.startswith("float")]
+        return floats if floats else []
+    return frontier

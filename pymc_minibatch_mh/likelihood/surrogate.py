@@ -1,0 +1,34 @@
+"""The surrogate posterior of the control variates: prior plus Taylor proxy, data-free."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytensor.tensor as pt
+from pymc.pytensorf import compile as compile_pymc
+from pytensor.graph.basic import Variable
+
+from pymc_minibatch_mh.likelihood.tall_data import TallData
+
+
+def compile_surrogate_density(tall_data: TallData, image: Variable | None = None) -> Callable:
+    """Compile ``f(q, g, H, x_ref) -> (s, grad_q s)`` for the surrogate log density
+
+        s(q) = log p0(q) + g . (x - x_ref) + (x - x_ref)^T H (x - x_ref) / 2,  x = x(q),
+
+    where ``x(q)`` is ``image`` (the likelihood's image, a graph of the TallData's
+    ``q``) or ``q`` itself. With ``g``, ``H`` the proxy's full-data sums divided by the
+    temperature, ``s`` is the prior plus the tempered proxy of the log-likelihood, up to
+    a constant. Cost ``O(D^2)``; no data.
+    """
+    graphs = tall_data.graphs
+    q = graphs.q
+    x = q if image is None else image
+    g = pt.vector("g", dtype="float64")
+    h = pt.matrix("h", dtype="float64")
+    x_ref = pt.vector("x_ref", dtype="float64")
+    offset = pt.cast(x, "float64") - x_ref
+    value = graphs.prior + pt.dot(g, offset) + 0.5 * pt.dot(offset, pt.dot(h, offset))
+    fn = compile_pymc([q, g, h, x_ref], [value, pt.grad(value, q)], **graphs.compile_kwargs)
+    fn.trust_input = True
+    return fn
