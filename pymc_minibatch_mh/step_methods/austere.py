@@ -40,7 +40,9 @@ def default_design(n_data: int, tolerance: float) -> AustereDesign:
 class Austere(MinibatchStep):
     """Austerity MH: a sequential Student-t test on minibatches (**approximate**).
 
-    Each step proposes a Gaussian random-walk move in the unconstrained space, draws
+    Each step proposes a move in the unconstrained space (by default a mixture of
+    independence moves and HMC moves on the control variates' surrogate posterior, see
+    :class:`~pymc_minibatch_mh.MinibatchBarker`), draws
     ``u ~ U(0, 1)`` before reading any data, and then reads batches **without
     replacement** that grow by ``batch_size`` (``m``, capped at N) until a t-test on
     the mean tempered per-datum log-likelihood ratio against the threshold

@@ -15,7 +15,7 @@ from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep
 class MinibatchBarker(MinibatchStep):
     """Minibatch Barker MH test with a normal + correction decomposition (**approximate**).
 
-    Each step proposes a Gaussian random-walk move in the unconstrained space and
+    Each step proposes a move in the unconstrained space (see ``proposal``) and
     decides with the minibatch Barker test of Seita et al.: the batch grows by
     ``batch_size`` (indices drawn with replacement) until the variance of the
     log-ratio estimate ``Delta*`` is below 1 (and, with ``delta``, until the CLT
@@ -45,22 +45,28 @@ class MinibatchBarker(MinibatchStep):
     temperature : float, default 1
         ``K``: the likelihood is raised to ``1/K``. The prior is not tempered.
     scaling : float, optional
-        Initial scale of the random-walk moves. Default ``2.38 / sqrt(d)`` for
-        ``"auto"`` and ``"laplace"``; for ``"rw"`` ``2.38 * sqrt(K / (N d))`` without
+        Initial scale of the random-walk moves, or the leapfrog step size of the HMC
+        moves of ``"auto"`` with control variates (default ``d ** -0.25``, whitened).
+        Default ``2.38 / sqrt(d)`` for ``"auto"`` without control variates and
+        ``"laplace"``; for ``"rw"`` ``2.38 * sqrt(K / (N d))`` without
         ``proposal_cov`` (the usual posterior scale for tall data), else ``2.38 / sqrt(d)``;
         1 for ``"independent"``.
     proposal : {"auto", "rw", "laplace", "independent"}, default "auto"
         ``"auto"``: at every iteration, with probability ``p`` an independence move (a
         multivariate Student-t with 7 degrees of freedom around the reference point with
-        its Laplace covariance) and otherwise a random walk with that covariance. At the
-        end of each tuning window (100, 200, 400, ... iterations) the random walk takes
-        the covariance of the window's draws (shrunk towards the one in use with weight
-        ``count / (count + 10 d)``); ``p`` follows the acceptance rate of the
+        its Laplace covariance) and otherwise a local move. With control variates the
+        local move is 10 HMC transitions on the surrogate posterior (prior plus Taylor
+        proxy: no data), a valid MH proposal whose minibatch test only decides on the
+        proxy's residuals (surrogate transition method); its step size is tuned to 80 %
+        acceptance on the surrogate. Without them it is a random walk with the Laplace
+        covariance. At the end of each tuning window (100, 200, 400, ... iterations) the
+        local move takes the covariance of the window's draws (shrunk towards the one in
+        use with weight ``count / (count + 10 d)``); ``p`` follows the acceptance rate of the
         independence moves (between 0.2 and 0.8), and when that rate is below a tenth of
         the best the rule allows (0.05 for Barker's, 0.1 for Metropolis') the
         independence proposal is refitted to the window's mean and covariance. On
         near-Gaussian posteriors this proposes nearly independent draws; where the
-        Gaussian fit is poor the random walk keeps the chain moving. Falls back to
+        Gaussian fit is poor the local moves keep the chain moving. Falls back to
         ``"rw"`` (with a warning) when the log posterior is not concave at the reference
         point. ``"rw"``: Gaussian random walk (covariance ``proposal_cov``, or adapted
         while tuning), no MAP search unless control variates need it. ``"laplace"``:
@@ -137,6 +143,8 @@ class MinibatchBarker(MinibatchStep):
        Acceptance Test for Metropolis-Hastings", UAI 2017.
     .. [2] Agrawal, S., Vats, D., Łatuszyński, K., Roberts, G. O. "Optimal
        scaling of MCMC beyond Metropolis", Adv. Appl. Probab. 55, 2023.
+    .. [3] Christen, J. A., Fox, C. "Markov chain Monte Carlo using an approximation",
+       J. Comput. Graph. Stat. 14, 2005 (the surrogate moves).
 
     Examples
     --------
