@@ -1,6 +1,8 @@
 """Command line: ``python -m pymc_minibatch_mh.bench EXPERIMENT [--quick]``.
 
-EXPERIMENT is one of gmm, logistic, robust, tall-logistic or all.
+EXPERIMENT is one of gmm, logistic, robust, tall-logistic, all, or peers (our default
+steps against numpyro's HMCECS, each method in a fresh process; needs the ``[peers]``
+extra: numpyro and jax).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
         prog="python -m pymc_minibatch_mh.bench",
         description="Run minibatch-MH benchmarks against NUTS on synthetic tall data.",
     )
-    parser.add_argument("experiment", choices=[*EXPERIMENTS, "all"])
+    parser.add_argument("experiment", choices=[*EXPERIMENTS, "all", "peers"])
     parser.add_argument(
         "--quick", action="store_true", help="small N and few draws (a smoke test, ~1 minute)"
     )
@@ -26,7 +28,20 @@ def main(argv: list[str] | None = None) -> list[Path]:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--cores", type=int, default=2, help="parallel chains (default 2)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.add_argument(
+        "--cache",
+        choices=["warm", "cold"],
+        default="warm",
+        help="peers: warm the compilation caches first (default) or start every process cold",
+    )
+    parser.add_argument(
+        "--pymc-nuts-everywhere",
+        action="store_true",
+        help="peers: also run PyMC's NUTS at N = 10^6 (about an hour)",
+    )
     args = parser.parse_args(argv)
+    if args.experiment == "peers":
+        return _peers(args)
 
     settings = RunSettings(
         quick=args.quick, seed=args.seed, cores=args.cores, progressbar=not args.no_progress
@@ -44,6 +59,29 @@ def main(argv: list[str] | None = None) -> list[Path]:
             print(f"- {note}")
         print("written: " + ", ".join(str(p) for p in paths))
     return written
+
+
+def _peers(args) -> list[Path]:
+    from pymc_minibatch_mh.bench.peers import markdown_report, run_peers, write_reports
+
+    for package in ("numpyro", "jax"):
+        try:
+            __import__(package)
+        except ImportError:
+            raise SystemExit(
+                f"bench peers needs {package}: pip install 'pymc-minibatch-mh[peers]'"
+            ) from None
+    result = run_peers(
+        quick=args.quick,
+        cache=args.cache,
+        seed=args.seed,
+        pymc_nuts_everywhere=args.pymc_nuts_everywhere,
+    )
+    suffix = ("-quick" if args.quick else "") + ("-cold" if args.cache == "cold" else "")
+    paths = write_reports(result, args.out, suffix=suffix)
+    print(markdown_report(result))
+    print("written: " + ", ".join(str(p) for p in paths))
+    return paths
 
 
 if __name__ == "__main__":

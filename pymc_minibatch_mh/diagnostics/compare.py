@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 
@@ -124,8 +125,11 @@ def compare(
     -------
     pandas.DataFrame
         One row per method with ``setup_s`` (building the step: MAP, full-data sums),
-        ``wall_time_s`` (setup and sampling, compilation included), ``ess_bulk_min``,
-        ``ess_per_s``,
+        ``compile_s`` (the part of it spent compiling PyTensor functions, see
+        :class:`~pymc_minibatch_mh.step_methods.base.MinibatchStep`; NaN for PyMC's
+        samplers), ``n_data_passes`` (full-data passes of the step, mode search included;
+        NaN for PyMC's samplers), ``wall_time_s`` (setup and sampling, compilation
+        included), ``ess_bulk_min``, ``ess_per_s``,
         ``mean_batch_size`` (data points touched per draw; N for NUTS),
         ``lik_evals_per_ess`` (per-datum likelihood evaluations per effective
         sample; for NUTS, N times the gradient evaluations; for :class:`pymc.Metropolis`,
@@ -196,6 +200,8 @@ def compare(
             {
                 "method": label,
                 "setup_s": setup,
+                "compile_s": float(getattr(step, "compile_s", math.nan)),
+                "n_data_passes": float(getattr(step, "n_data_passes", math.nan)),
                 "wall_time_s": wall,
                 "ess_bulk_min": ess,
                 "ess_per_s": ess / wall,

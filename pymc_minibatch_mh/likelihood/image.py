@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
-from pymc.pytensorf import compile as compile_pymc
 from pytensor.graph.basic import Variable
 
+from pymc_minibatch_mh.likelihood.compiling import compile_function
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors, rebuild_graph, toposort
 from pymc_minibatch_mh.likelihood.tall_data import TallData
 
@@ -85,7 +85,7 @@ def find_likelihood_image(tall_data: TallData, q0: np.ndarray) -> LikelihoodImag
     if not frontier:
         return None
     kwargs = graphs.compile_kwargs
-    parts_fn = compile_pymc([q], frontier, **kwargs)
+    parts_fn = compile_function([q], frontier, **kwargs)
     values = parts_fn(np.asarray(q0, dtype=q.dtype))
     # A non-finite entry (e.g. a switch between 0 and -inf that guards a support) is no
     # coordinate for a Taylor proxy: leave it to be recomputed from the other entries.
@@ -112,7 +112,7 @@ def find_likelihood_image(tall_data: TallData, q0: np.ndarray) -> LikelihoodImag
     if q in set(ancestors([batch_phi])):
         return None
     stacked = pt.concatenate([pt.cast(var, "float64").ravel() for var in frontier])
-    to_image = compile_pymc([q], stacked, **kwargs)
+    to_image = compile_function([q], stacked, **kwargs)
     g = pt.vector("g", dtype="float64")
     h = pt.matrix("h", dtype="float64")
     jac = pytensor.gradient.jacobian(stacked, q, vectorize=True, disconnected_inputs="ignore")
@@ -120,7 +120,7 @@ def find_likelihood_image(tall_data: TallData, q0: np.ndarray) -> LikelihoodImag
     curvature = pytensor.gradient.jacobian(
         weighted, q, vectorize=True, disconnected_inputs="ignore"
     )
-    pull_back = compile_pymc(
+    pull_back = compile_function(
         [q, g, h], [jac.T @ g, jac.T @ h @ jac + curvature], on_unused_input="ignore", **kwargs
     )
     for fn in (to_image, pull_back):

@@ -30,7 +30,6 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
-from pymc.pytensorf import compile as compile_pymc
 from pymc.pytensorf import join_nonshared_inputs
 from pytensor.compile.mode import Mode
 from pytensor.graph.basic import Variable
@@ -44,6 +43,7 @@ from pytensor.tensor.special import Softmax
 from scipy.special import gammaln, logsumexp
 
 from pymc_minibatch_mh.likelihood.batching import probe_indices
+from pymc_minibatch_mh.likelihood.compiling import compile_function
 from pymc_minibatch_mh.likelihood.graph_tools import (
     ancestors,
     data_value,
@@ -447,7 +447,7 @@ class _Context:
             inputs=self.value_vars,
             shared_inputs=self.shared,
         )
-        fn = compile_pymc([q_var, *extra_inputs], joined, mode=_MODE, on_unused_input="ignore")
+        fn = compile_function([q_var, *extra_inputs], joined, mode=_MODE, on_unused_input="ignore")
         dtype = q_var.dtype
 
         def evaluate(q, *extra):
@@ -960,7 +960,7 @@ def _find_products(ctx: _Context, graph: Variable, width: int) -> list[_Product]
         candidates.append((node.outputs[0], x_var, w_var))
     if not candidates:
         return []
-    x_values = compile_pymc([], [x for _, x, _ in candidates], mode=_MODE)()
+    x_values = compile_function([], [x for _, x, _ in candidates], mode=_MODE)()
     w_fn = ctx.compile([w for _, _, w in candidates])
     w_values = w_fn(ctx.q0)
     products = []

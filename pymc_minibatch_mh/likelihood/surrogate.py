@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytensor.tensor as pt
-from pymc.pytensorf import compile as compile_pymc
 from pytensor.graph.basic import Variable
 
+from pymc_minibatch_mh.likelihood.compiling import compile_function
 from pymc_minibatch_mh.likelihood.tall_data import TallData
 
 
@@ -29,6 +29,6 @@ def compile_surrogate_density(tall_data: TallData, image: Variable | None = None
     x_ref = pt.vector("x_ref", dtype="float64")
     offset = pt.cast(x, "float64") - x_ref
     value = graphs.prior + pt.dot(g, offset) + 0.5 * pt.dot(offset, pt.dot(h, offset))
-    fn = compile_pymc([q, g, h, x_ref], [value, pt.grad(value, q)], **graphs.compile_kwargs)
+    fn = compile_function([q, g, h, x_ref], [value, pt.grad(value, q)], **graphs.compile_kwargs)
     fn.trust_input = True
     return fn

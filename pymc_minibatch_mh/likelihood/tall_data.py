@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-from pymc.pytensorf import compile as compile_pymc
 from pymc.pytensorf import join_nonshared_inputs
 from pytensor.graph.basic import Variable
 from pytensor.graph.replace import clone_replace
@@ -19,6 +18,7 @@ from pymc_minibatch_mh.likelihood.batching import (
     per_datum_sum,
     probe_indices,
 )
+from pymc_minibatch_mh.likelihood.compiling import compile_function
 from pymc_minibatch_mh.likelihood.inspection import (
     check_finite_data,
     check_sampled_block,
@@ -201,18 +201,18 @@ def build_tall_data(
     )
     q_old = q_var.type("q_old")
     batch_old = clone_replace(batch, replace={q_var: q_old})
-    loglik_fn = compile_pymc([q_var, idx], batch, **compile_kwargs)
-    loglik_diff_fn = compile_pymc([q_var, q_old, idx], batch - batch_old, **compile_kwargs)
-    loglik_full_fn = compile_pymc([q_var], full, **compile_kwargs)
-    logprior_fn = compile_pymc([q_var], prior, **compile_kwargs)
+    loglik_fn = compile_function([q_var, idx], batch, **compile_kwargs)
+    loglik_diff_fn = compile_function([q_var, q_old, idx], batch - batch_old, **compile_kwargs)
+    loglik_full_fn = compile_function([q_var], full, **compile_kwargs)
+    logprior_fn = compile_function([q_var], prior, **compile_kwargs)
     functions = [loglik_fn, loglik_diff_fn, loglik_full_fn, logprior_fn]
     weighted_grad_fn = prior_grad_fn = None
     if gradients:
         weights = pt.vector("weights", dtype=batch.dtype)
-        weighted_grad_fn = compile_pymc(
+        weighted_grad_fn = compile_function(
             [q_var, idx, weights], pt.grad(pt.dot(weights, batch), q_var), **compile_kwargs
         )
-        prior_grad_fn = compile_pymc([q_var], pt.grad(prior, q_var), **compile_kwargs)
+        prior_grad_fn = compile_function([q_var], pt.grad(prior, q_var), **compile_kwargs)
         functions += [weighted_grad_fn, prior_grad_fn]
     for fn in functions:
         fn.trust_input = True

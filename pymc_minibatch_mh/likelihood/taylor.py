@@ -31,12 +31,12 @@ import numpy as np
 import pytensor
 import pytensor.gradient
 import pytensor.tensor as pt
-from pymc.pytensorf import compile as compile_pymc
 from pytensor.compile.mode import get_mode
 from pytensor.graph.replace import clone_replace
 
 from pymc_minibatch_mh.kernels.control_variates import TaylorProxy
 from pymc_minibatch_mh.likelihood.batching import probe_indices
+from pymc_minibatch_mh.likelihood.compiling import compile_function
 from pymc_minibatch_mh.likelihood.tall_data import TallData, TallGraphs
 from pymc_minibatch_mh.progress import progress_bar
 
@@ -191,7 +191,7 @@ def _compile_residual_diff(
     compile_kwargs = dict(compile_kwargs)
     if exclude_fusion:
         compile_kwargs["mode"] = get_mode(compile_kwargs.get("mode")).excluding("fusion")
-    fn = compile_pymc([x_new, x_old, x_ref, idx], ratio - proxy_diff, **compile_kwargs)
+    fn = compile_function([x_new, x_old, x_ref, idx], ratio - proxy_diff, **compile_kwargs)
     fn.trust_input = True
     return fn
 
@@ -223,16 +223,18 @@ def compile_sum_derivatives(x, batch, idx, compile_kwargs: dict) -> Callable:
     total = batch.sum()
     grad = pt.grad(total, x)
     hess = pytensor.gradient.hessian(total, x)
-    fn = compile_pymc([x, idx], [total, grad, hess], **compile_kwargs)
+    fn = compile_function([x, idx], [total, grad, hess], **compile_kwargs)
     fn.trust_input = True
     return fn
 
 
-def compile_prior_hessian(tall_data: TallData) -> Callable:
-    """Compile ``f(q) -> Hessian of the log prior (with Jacobians and potentials)``."""
+def compile_prior_derivatives(tall_data: TallData) -> Callable:
+    """Compile ``f(q) -> (value, gradient, Hessian)`` of the log prior (with Jacobians and
+    potentials); data-free."""
     graphs = _graphs_of(tall_data)
-    hess = pytensor.gradient.hessian(graphs.prior, graphs.q)
-    fn = compile_pymc([graphs.q], hess, **graphs.compile_kwargs)
+    grad = pt.grad(graphs.prior, graphs.q, disconnected_inputs="ignore")
+    hess = pytensor.gradient.jacobian(grad, graphs.q, vectorize=True, disconnected_inputs="ignore")
+    fn = compile_function([graphs.q], [graphs.prior, grad, hess], **graphs.compile_kwargs)
     fn.trust_input = True
     return fn
 

@@ -86,7 +86,9 @@ class MinibatchBarker(MinibatchStep):
     reference_point : dict, optional
         The expansion point of the control variates and centre of the Gaussian fit, as a
         point of the model (value-variable names, e.g. from :func:`pymc.find_MAP`).
-        Default: the MAP found with :func:`pymc.find_MAP` on the full data.
+        Default: the posterior mode, found by Newton steps whose full-data passes give
+        the Taylor sums as well (:func:`pymc.find_MAP` when the block is not the whole
+        model, or if Newton does not converge).
     recentre : bool, optional
         Where the control variates are expanded while tuning. Default (None): at the end
         of a tuning window whose mean lies more than about one posterior sd from the
@@ -135,7 +137,8 @@ class MinibatchBarker(MinibatchStep):
     stuck (acceptance below 1 %), when batches read more than half of N on average, or
     when the control-variate proxy no longer fits where the chain is (the log-ratio
     noise is more than 10 times its value at the reference point). ``n_data_passes``
-    counts the full passes over the data made so far (MAP search excluded).
+    counts the full passes over the data made so far (the Newton search for the mode
+    included), ``setup_s`` and ``compile_s`` the construction and compilation time.
 
     References
     ----------

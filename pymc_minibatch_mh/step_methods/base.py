@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import time
 import warnings
 from abc import abstractmethod
 from collections.abc import Sequence
@@ -34,6 +36,7 @@ from pymc_minibatch_mh.kernels.surrogate_hmc import SurrogateHMC
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.likelihood import build_tall_data, recognise_linear_predictor
 from pymc_minibatch_mh.likelihood.batching import probe_indices
+from pymc_minibatch_mh.likelihood.compiling import compile_seconds
 from pymc_minibatch_mh.likelihood.image import LikelihoodImage, find_likelihood_image
 from pymc_minibatch_mh.likelihood.surrogate import compile_surrogate_density
 from pymc_minibatch_mh.likelihood.taylor import (
@@ -42,14 +45,19 @@ from pymc_minibatch_mh.likelihood.taylor import (
     checked_residual_diff,
     chunked_taylor_sums,
     compile_chunk_derivatives,
-    compile_prior_hessian,
+    compile_prior_derivatives,
     compile_residual_diff,
     compile_sum_derivatives,
     full_data_taylor,
 )
 from pymc_minibatch_mh.progress import progress_status
 from pymc_minibatch_mh.step_methods.monitor import NOISE_ROWS, PostTuningTally, chain_problems
-from pymc_minibatch_mh.step_methods.reference import block_position, find_map, laplace_covariance
+from pymc_minibatch_mh.step_methods.reference import (
+    block_position,
+    find_map,
+    laplace_covariance,
+    newton_map,
+)
 
 PROPOSALS = ("auto", "rw", "laplace", "independent")
 #: ``proposal="auto"``: probability of an independence move before tuning has measured
@@ -109,12 +117,46 @@ class MinibatchStepState(StepMethodState):
     n_data_passes: int
 
 
+def _timed_construction(init):
+    """Wrap a step's ``__init__`` so that the outermost call records ``setup_s`` (wall
+    time of the whole construction) and ``compile_s`` (PyTensor compilation within it)."""
+
+    @functools.wraps(init)
+    def wrapper(self, *args, **kwargs):
+        outermost = not getattr(self, "_constructing", False)
+        if outermost:
+            self._constructing = True
+            start, compiled = time.perf_counter(), compile_seconds()
+        try:
+            init(self, *args, **kwargs)
+        finally:
+            if outermost:
+                self._constructing = False
+        if outermost:
+            self.setup_s = time.perf_counter() - start
+            self.compile_s = compile_seconds() - compiled
+
+    return wrapper
+
+
 class MinibatchStep(ArrayStepShared):
     """Base class: random-walk proposals in the unconstrained space plus a minibatch test.
 
     Subclasses implement :meth:`_transition` with a kernel from
     :mod:`pymc_minibatch_mh.kernels` and declare their extra stats.
+
+    After construction, ``setup_s`` is the wall time the construction took (MAP search,
+    full-data passes, compilation), ``compile_s`` the part of it spent compiling PyTensor
+    functions (graph rewriting and C compilation; the numba backend compiles at first
+    call, inside ``setup_s`` but not ``compile_s``), and ``n_data_passes`` the number of
+    full-data passes made so far (the Newton search for the mode included; a fallback to
+    ``pm.find_MAP`` is not counted).
     """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _timed_construction(cls.__dict__["__init__"])
 
     name = "minibatch_mh"
     default_blocked = True
@@ -219,9 +261,14 @@ class MinibatchStep(ArrayStepShared):
                     image.phi, image.batch, graphs.idx, graphs.compile_kwargs
                 )
                 self._image_maps = (image.to_image, image.pull_back)
-            if reference_point is None:
-                reference_point = find_map(model, initial_point, progressbar=self.progressbar)
-            self.reference = self._taylor_at(block_position(reference_point, vars))
+            self._prior_derivatives = compile_prior_derivatives(self.tall_data)
+            whole_model = {v.name for v in vars} == {v.name for v in model.value_vars}
+            if reference_point is None and whole_model:
+                self.reference = self._newton_reference(model, initial_point)
+            else:
+                if reference_point is None:
+                    reference_point = find_map(model, initial_point, progressbar=self.progressbar)
+                self.reference = self._taylor_at(block_position(reference_point, vars))
             if control_variates:
                 self._residual_diff = self._compile_residuals(image)
         # Hamiltonian moves on the surrogate (prior + proxy) as the local move of "auto".
@@ -233,7 +280,7 @@ class MinibatchStep(ArrayStepShared):
         self._untuned_reference = self.reference
         self._laplace_chol = None
         if self.reference is not None:
-            prior_hessian = compile_prior_hessian(self.tall_data)(self.reference.reference)
+            prior_hessian = self._prior_derivatives(self.reference.reference)[2]
             try:
                 cov = laplace_covariance(self.reference, prior_hessian, self.temperature)
                 self._laplace_chol = np.linalg.cholesky(cov)
@@ -396,6 +443,26 @@ class MinibatchStep(ArrayStepShared):
             hessian=0.5 * (hessian + hessian.T),
             image=image,
         )
+
+    def _newton_reference(self, model: pm.Model, initial_point: dict) -> TaylorProxy:
+        """Taylor sums at the posterior mode, found by Newton steps whose passes are the
+        Taylor passes themselves (:func:`newton_map`); ``pm.find_MAP`` from the best point
+        reached if Newton does not converge."""
+        start = block_position(initial_point, self.vars)
+        status = f"{type(self).__name__}: Newton search for the posterior mode"
+        with progress_status(status, enabled=self.progressbar):
+            result = newton_map(
+                lambda q: self._taylor_at(q, progressbar=False),
+                self._prior_derivatives,
+                start,
+                temperature=self.temperature,
+            )
+        if result.converged:
+            return result.proxy
+        point = dict(initial_point)
+        point.update(_unravel(result.position, self.vars, initial_point))
+        reference_point = find_map(model, point, progressbar=self.progressbar)
+        return self._taylor_at(block_position(reference_point, self.vars))
 
     def _compile_residuals(self, image: LikelihoodImage | None):
         """The residual function of the control variates (in ``q`` or in the image)."""
@@ -778,3 +845,14 @@ def _check_options(
         raise ValueError(
             "recentre=True moves the control variates: it cannot go with control_variates=False."
         )
+
+
+def _unravel(position: np.ndarray, value_vars, point: dict) -> dict:
+    """Split a raveled block position into ``{name: array}`` shaped as in ``point``."""
+    out, start = {}, 0
+    for var in value_vars:
+        shape = np.shape(point[var.name])
+        size = int(np.prod(shape))
+        out[var.name] = position[start : start + size].reshape(shape)
+        start += size
+    return out

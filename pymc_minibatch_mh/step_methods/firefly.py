@@ -81,8 +81,9 @@ class FlyMC(MinibatchStep):
         :mod:`pymc_minibatch_mh.bounds`.
     map_point : dict or array, optional
         MAP of the model (values keyed by value-variable names, e.g. the output of
-        ``pm.find_MAP()``, or the raveled vector). Default: found with
-        ``pm.find_MAP`` on the full data when ``bound="map"``.
+        ``pm.find_MAP()``, or the raveled vector). Default: the step's reference point (the
+        posterior mode from Newton steps, see :class:`~pymc_minibatch_mh.MinibatchBarker`)
+        when ``bound="map"``.
     q_db : float, optional
         Probability that a dark point proposes to become bright. Default: the paper's
         value for the bound (0.1 untuned, 0.01 MAP-tuned or custom bounds) at the start,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pymc as pm
@@ -131,3 +133,117 @@ def laplace_covariance(
         ) from err
     inv_chol = np.linalg.solve(chol, np.eye(chol.shape[0]))
     return inv_chol.T @ inv_chol
+
+
+@dataclass(frozen=True)
+class NewtonResult:
+    """Outcome of :func:`newton_map`.
+
+    Attributes
+    ----------
+    position : ndarray
+        The last accepted point (the mode when ``converged``).
+    proxy : TaylorProxy
+        The full-data Taylor sums at ``position`` (from the same pass).
+    converged : bool
+        Whether the Newton decrement fell below the tolerance.
+    passes : int
+        Full-data passes made.
+    """
+
+    position: np.ndarray
+    proxy: TaylorProxy
+    converged: bool
+    passes: int
+
+
+def newton_map(
+    taylor_at: Callable[[np.ndarray], TaylorProxy],
+    prior_at: Callable[[np.ndarray], tuple],
+    start: np.ndarray,
+    *,
+    temperature: float = 1.0,
+    tolerance: float = 1e-6,
+    max_passes: int = 40,
+) -> NewtonResult:
+    """Posterior mode by damped Newton steps, one full-data pass per trial point.
+
+    Each pass (``taylor_at``) gives the log-likelihood's value, gradient and Hessian
+    sums, the same sums the control variates need: the pass at the mode is the Taylor
+    pass, so no separate one is made. Newton's method converges quadratically near a
+    mode of a smooth log posterior, so a handful of passes replaces the dozens of
+    full-data gradients of a quasi-Newton search.
+
+    The step solves ``(-H + lambda I) d = g`` for the log posterior's gradient ``g`` and
+    Hessian ``H`` (likelihood tempered by ``temperature``, plus the prior's), with
+    ``lambda = 0`` where ``-H`` is positive definite and otherwise the smallest power-of-ten
+    multiple of ``1e-6 * mean |diag H|`` that makes it so; the step length is halved until
+    the log posterior rises by at least a ``1e-4`` share of the predicted rise (Armijo).
+    It stops when the Newton decrement ``g . d / 2`` is below ``tolerance``.
+
+    Parameters
+    ----------
+    taylor_at : callable
+        ``taylor_at(q) -> TaylorProxy``: one full-data pass at ``q``.
+    prior_at : callable
+        ``prior_at(q) -> (value, gradient, hessian)`` of the log prior (with Jacobians).
+    start : ndarray
+        Starting point (unconstrained).
+    temperature : float
+        ``K``; the likelihood is raised to ``1/K``.
+    tolerance : float
+        Newton decrement (in log-density units) at which the search stops.
+    max_passes : int
+        Largest number of full-data passes.
+    """
+    position = np.asarray(start, dtype=np.float64).copy()
+    proxy = taylor_at(position)
+    passes = 1
+    value = _log_posterior(proxy, prior_at(position), temperature)[0]
+    while passes < max_passes:
+        value, gradient, hessian = _log_posterior(proxy, prior_at(position), temperature)
+        direction = _newton_direction(gradient, hessian)
+        decrement = float(gradient @ direction)
+        if decrement / 2.0 < tolerance:
+            return NewtonResult(position, proxy, True, passes)
+        length = 1.0
+        while passes < max_passes:
+            trial = position + length * direction
+            try:
+                trial_proxy = taylor_at(trial)
+            except ValueError:  # not finite there: shorten the step
+                trial_proxy = None
+            passes += 1
+            if trial_proxy is not None:
+                trial_value = _log_posterior(trial_proxy, prior_at(trial), temperature)[0]
+                if math.isfinite(trial_value) and trial_value >= value + 1e-4 * length * decrement:
+                    position, proxy = trial, trial_proxy
+                    break
+            length /= 2.0
+            if length < 1e-10:
+                return NewtonResult(position, proxy, False, passes)
+    return NewtonResult(position, proxy, False, passes)
+
+
+def _log_posterior(proxy: TaylorProxy, prior: tuple, temperature: float):
+    prior_value, prior_gradient, prior_hessian = prior
+    return (
+        proxy.value / temperature + float(prior_value),
+        proxy.gradient / temperature + np.asarray(prior_gradient),
+        proxy.hessian / temperature + np.asarray(prior_hessian),
+    )
+
+
+def _newton_direction(gradient: np.ndarray, hessian: np.ndarray) -> np.ndarray:
+    """Solve ``(-H + lambda I) d = g`` with the smallest damping that makes it definite."""
+    precision = -0.5 * (hessian + hessian.T)
+    scale = max(float(np.mean(np.abs(np.diag(precision)))), 1e-12)
+    damping = 0.0
+    for _ in range(30):
+        try:
+            chol = np.linalg.cholesky(precision + damping * np.eye(gradient.size))
+        except np.linalg.LinAlgError:
+            damping = 1e-6 * scale if damping == 0.0 else 10.0 * damping
+            continue
+        return np.linalg.solve(chol.T, np.linalg.solve(chol, gradient))
+    return gradient / scale  # no definite damping found: a short gradient step

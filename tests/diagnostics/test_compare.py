@@ -7,6 +7,9 @@ from pymc_minibatch_mh import MinibatchBarker, compare
 from pymc_minibatch_mh.diagnostics import posterior_errors
 
 COLUMNS = {
+    "setup_s",
+    "compile_s",
+    "n_data_passes",
     "wall_time_s",
     "ess_bulk_min",
     "ess_per_s",
@@ -50,6 +53,12 @@ def test_compare_table_against_nuts(model):
     assert table.loc["barker_hot", "mean_batch_size"] <= table.loc["barker", "mean_batch_size"]
     assert table.loc["barker", "mean_batch_size"] < 300
     assert (table["ess_per_s"] > 0).all() and (table["lik_evals_per_ess"] > 0).all()
+    # Where the time went: setup within the wall time, compilation within the setup;
+    # the default step makes at least its Taylor pass over the data. NUTS has neither.
+    barker = table.loc["barker"]
+    assert 0 < barker["compile_s"] <= barker["setup_s"] < barker["wall_time_s"]
+    assert barker["n_data_passes"] >= 1
+    assert np.isnan(table.loc["nuts", "compile_s"]) and np.isnan(table.loc["nuts", "n_data_passes"])
 
 
 def test_compare_with_given_reference_draws(model):

@@ -31,7 +31,7 @@ def no_compilation(monkeypatch):
     def compile_forbidden(*args, **kwargs):
         raise AssertionError("build_tall_data compiled a function before refusing the data")
 
-    monkeypatch.setattr(tall_data_module, "compile_pymc", compile_forbidden)
+    monkeypatch.setattr(tall_data_module, "compile_function", compile_forbidden)
 
 
 @pytest.fixture

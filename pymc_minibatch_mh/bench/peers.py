@@ -1,0 +1,300 @@
+"""``bench peers``: our four default steps against numpyro's HMCECS, one process each.
+
+Every method runs in a fresh Python process (:mod:`pymc_minibatch_mh.bench.peer_runs`)
+on the same data file; its wall time is measured here from process start to exit, so
+imports, model building, MAP search, full-data passes, compilation and sampling all
+count. Accuracy is measured against numpyro's NUTS on the full data in the same run.
+
+Cases: logistic regression with an intercept, N = 10^6 and D = 10, and N = 10^5 and
+D = 50 (``--quick``: N = 20,000, D = 5, fewer draws). PyMC's NUTS is a secondary column
+where it finishes in reasonable time (it is not run at N = 10^6 unless asked: about an
+hour there).
+
+Cache state: ``warm`` (default) first runs every PyMC method once on a small data set of
+the same width, so PyTensor's (and numba's) on-disk caches hold the compiled functions;
+``cold`` gives every process an empty compilation directory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pymc_minibatch_mh.bench.peer_runs import OUR_STEPS
+from pymc_minibatch_mh.bench.report import markdown_table
+
+
+@dataclass(frozen=True)
+class PeerCase:
+    """One data set: ``n`` rows, ``d`` covariates plus an intercept."""
+
+    name: str
+    n: int
+    d: int
+    draws: int = 1000
+    tune: int = 500
+    pymc_nuts: bool = False
+
+
+FULL_CASES = (
+    PeerCase("logistic N=1e6 D=10+1", 1_000_000, 10),
+    PeerCase("logistic N=1e5 D=50+1", 100_000, 50, pymc_nuts=True),
+)
+QUICK_CASES = (PeerCase("logistic N=2e4 D=5+1 (quick)", 20_000, 5, 300, 300, pymc_nuts=True),)
+REFERENCE = "numpyro-nuts"
+PEER = "numpyro-hmcecs"
+TIMEOUT_S = 3 * 3600
+
+
+def logistic_data(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Standard-normal covariates, coefficients N(0, 0.5^2), intercept 0.3."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d))
+    beta = rng.normal(0.0, 0.5, size=d)
+    y = rng.random(n) < 1.0 / (1.0 + np.exp(-(0.3 + x @ beta)))
+    return x, y.astype(np.int8)
+
+
+def run_peers(
+    *,
+    quick: bool = False,
+    cache: str = "warm",
+    seed: int = 1,
+    pymc_nuts_everywhere: bool = False,
+    methods: tuple[str, ...] | None = None,
+    progress=print,
+) -> dict:
+    """Run every case; return ``{"cases": [...], "stack": {...}}`` (JSON-serialisable)."""
+    if cache not in ("warm", "cold"):
+        raise ValueError(f"cache must be 'warm' or 'cold'; got {cache!r}.")
+    cases = QUICK_CASES if quick else FULL_CASES
+    results = []
+    with tempfile.TemporaryDirectory(prefix="peers-") as tmp:
+        tmp = Path(tmp)
+        for case in cases:
+            wanted = [REFERENCE, PEER, *OUR_STEPS]
+            if case.pymc_nuts or pymc_nuts_everywhere:
+                wanted.append("pymc-nuts")
+            if methods:
+                wanted = [m for m in wanted if m in methods or m == REFERENCE]
+            x, y = logistic_data(case.n, case.d, seed)
+            data_path = tmp / "data.npz"
+            np.savez(data_path, x=x, y=y)
+            if cache == "warm":
+                _warm_up(case, [m for m in wanted if m in OUR_STEPS], tmp, seed, progress)
+            runs = {}
+            for method in wanted:
+                progress(f"[{case.name}] {method} ...")
+                runs[method] = _run_one(method, case, data_path, tmp, seed, cache)
+                progress(f"[{case.name}] {method}: {_summary(runs[method])}")
+            results.append({"case": case.__dict__, "rows": _rows(runs)})
+    return {"cases": results, "stack": stack_description(cache)}
+
+
+def _warm_up(case: PeerCase, methods: list[str], tmp: Path, seed: int, progress) -> None:
+    """One short run per PyMC method on small data of the same width (fills the caches)."""
+    small = PeerCase(case.name + " warm-up", 5_000, case.d, 50, 50)
+    x, y = logistic_data(small.n, small.d, seed)
+    path = tmp / "warm.npz"
+    np.savez(path, x=x, y=y)
+    for method in methods:
+        run = _run_one(method, small, path, tmp, seed, "warm")
+        if "error" in run:
+            progress(f"warm-up of {method} failed: {run['error']}")
+
+
+def _run_one(method: str, case: PeerCase, data: Path, tmp: Path, seed: int, cache: str) -> dict:
+    out = tmp / f"{method}.npz"
+    out.unlink(missing_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+    if cache == "cold":
+        compiledir = tempfile.mkdtemp(prefix="cold-", dir=tmp)
+        env["PYTENSOR_FLAGS"] = f"compiledir={compiledir}"
+        env["NUMBA_CACHE_DIR"] = compiledir
+    command = [
+        sys.executable,
+        "-m",
+        "pymc_minibatch_mh.bench.peer_runs",
+        method,
+        str(data),
+        str(out),
+        f"--draws={case.draws}",
+        f"--tune={case.tune}",
+        f"--seed={seed}",
+    ]
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    wall = time.perf_counter() - start
+    if done.returncode != 0 or not out.exists():
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return {"wall_s": wall, "error": " | ".join(tail) or f"exit code {done.returncode}"}
+    with np.load(out) as result:
+        run = {key: result[key] for key in result.files}
+    run["wall_s"] = wall
+    return run
+
+
+def _summary(run: dict) -> str:
+    if "error" in run:
+        return f"FAILED after {run['wall_s']:.0f} s: {run['error']}"
+    return f"{run['wall_s']:.1f} s"
+
+
+def _rows(runs: dict) -> list[dict]:
+    """Table rows: ESS/s over the whole wall time, ratios, errors against the reference."""
+    import arviz as az
+
+    reference = runs.get(REFERENCE, {})
+    ref_draws = reference.get("draws")
+    if ref_draws is not None:
+        flat = ref_draws.reshape(-1, ref_draws.shape[-1])
+        ref_mean, ref_sd = flat.mean(axis=0), flat.std(axis=0)
+    rows = []
+    for method, run in runs.items():
+        row = {"method": method, "wall_s": run["wall_s"]}
+        if "error" in run:
+            row["error"] = run["error"]
+            rows.append(row)
+            continue
+        draws = run["draws"]
+        ess = min(float(az.ess(draws[..., j], method="bulk")) for j in range(draws.shape[-1]))
+        row.update(
+            setup_s=float(run["setup_s"]),
+            sampling_s=float(run["sampling_s"]),
+            import_s=float(run["import_s"]),
+            ess_bulk_min=ess,
+            ess_per_s=ess / run["wall_s"],
+            rows_per_draw=float(run["rows_per_draw"]),
+            n_data_passes=int(run["n_data_passes"]) if "n_data_passes" in run else None,
+        )
+        if ref_draws is not None and method != REFERENCE:
+            flat = draws.reshape(-1, draws.shape[-1])
+            row["max_mean_err_sd"] = float(np.max(np.abs(flat.mean(axis=0) - ref_mean) / ref_sd))
+            row["max_sd_rel_err"] = float(np.max(np.abs(flat.std(axis=0) / ref_sd - 1.0)))
+        rows.append(row)
+    for base, column in ((PEER, "x_hmcecs"), ("pymc-nuts", "x_pymc_nuts")):
+        rate = next((r.get("ess_per_s") for r in rows if r["method"] == base), None)
+        for row in rows:
+            if rate and "ess_per_s" in row:
+                row[column] = row["ess_per_s"] / rate
+    return rows
+
+
+def stack_description(cache: str) -> dict:
+    """Versions of the interpreter and libraries, the machine, and the cache state."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for package in ("pymc", "pytensor", "numpyro", "jax", "numba", "numpy"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = None
+    return {
+        "python": platform.python_version(),
+        **found,
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "cache": cache,
+    }
+
+
+COLUMNS = [
+    "method",
+    "wall_s",
+    "setup_s",
+    "sampling_s",
+    "ess_bulk_min",
+    "ess_per_s",
+    "x_hmcecs",
+    "x_pymc_nuts",
+    "rows_per_draw",
+    "n_data_passes",
+    "max_mean_err_sd",
+    "max_sd_rel_err",
+]
+
+
+def write_reports(result: dict, out_dir: Path, *, suffix: str = "") -> list[Path]:
+    """Markdown, JSON and a bar chart of ESS/s (log scale) under ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = out_dir / f"peers{suffix}"
+    paths = [stem.with_suffix(".md"), stem.with_suffix(".json"), stem.with_suffix(".png")]
+    paths[0].write_text(markdown_report(result))
+    paths[1].write_text(json.dumps(result, indent=2, default=_json_default))
+    _plot(result, paths[2])
+    return paths
+
+
+def markdown_report(result: dict) -> str:
+    stack = result["stack"]
+    lines = [
+        "# Minibatch MH steps (defaults) against numpyro HMCECS",
+        "",
+        "Each method in a fresh process on identical data; wall time from process start to "
+        "exit (imports, model, MAP, passes, compilation, sampling). ESS: smallest bulk "
+        "ESS over the coefficients. Errors against numpyro NUTS on the full data, in its "
+        "posterior sds.",
+        "",
+        "Stack: " + ", ".join(f"{k} {v}" for k, v in stack.items() if v is not None) + ".",
+    ]
+    for case in result["cases"]:
+        spec = case["case"]
+        table = pd.DataFrame(case["rows"]).set_index("method")
+        shown = [c for c in COLUMNS[1:] if c in table.columns]
+        lines += [
+            "",
+            f"## {spec['name']}",
+            "",
+            f"2 chains, {spec['tune']} tune + {spec['draws']} draws each.",
+            "",
+            markdown_table(table[shown]),
+        ]
+        if "error" in table.columns:
+            for method, error in table["error"].dropna().items():
+                lines.append(f"- {method} failed: {error}")
+    return "\n".join(lines) + "\n"
+
+
+def _plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = result["cases"]
+    fig, axes = plt.subplots(1, len(cases), figsize=(6 * len(cases), 4), squeeze=False)
+    for ax, case in zip(axes[0], cases, strict=True):
+        rows = [r for r in case["rows"] if "ess_per_s" in r]
+        names = [r["method"] for r in rows]
+        rates = [r["ess_per_s"] for r in rows]
+        colours = [
+            "tab:orange" if n.startswith(("numpyro", "pymc-")) else "tab:blue" for n in names
+        ]
+        ax.barh(names, rates, color=colours)
+        ax.set_xscale("log")
+        ax.set_xlabel("min bulk ESS per second of wall time")
+        ax.set_title(case["case"]["name"])
+        ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
