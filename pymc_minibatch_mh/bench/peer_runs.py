@@ -1,10 +1,11 @@
 """One method of ``bench peers`` on one data file, run in a fresh process.
 
 ``python -m pymc_minibatch_mh.bench.peer_runs METHOD DATA OUT [--draws --tune --chains]``
-loads the logistic-regression data from ``DATA`` (``.npz`` with ``x``, ``y``), samples
-the posterior of ``(alpha, beta)`` with METHOD and writes the draws and timings to
-``OUT`` (``.npz``). The parent process times the whole run (interpreter start to exit);
-the timings written here split it into import, setup and sampling.
+loads the data from ``DATA`` (``.npz`` with ``x``, ``y`` and, for ``--kind
+hierarchical``, ``group``), samples the posterior of the case's model with METHOD and
+writes the draws and timings to ``OUT`` (``.npz``). The parent process times the whole
+run (interpreter start to exit); the timings written here split it into import, setup
+and sampling.
 
 Methods: ``numpyro-nuts`` (full data, the accuracy reference), ``numpyro-hmcecs``
 (numpyro's energy-conserving subsampling HMC with a Taylor proxy at an SVI MAP point,
@@ -31,6 +32,7 @@ HMCECS_SVI_LEARNING_RATE = 0.01
 PRIOR_SD = 5.0
 OUR_STEPS = ("MinibatchBarker", "Austere", "TunaMH", "FlyMC")
 METHODS = ("numpyro-nuts", "numpyro-hmcecs", "pymc-nuts", *OUR_STEPS)
+KINDS = ("logistic", "linear", "hierarchical")
 
 
 def _numpyro(method: str, x, y, draws: int, tune: int, chains: int, seed: int) -> dict:
@@ -92,17 +94,40 @@ def _numpyro(method: str, x, y, draws: int, tune: int, chains: int, seed: int) -
     }
 
 
-def _pymc(method: str, x, y, draws: int, tune: int, chains: int, seed: int) -> dict:
+def _pymc_model(kind: str, data: dict):
+    """The case's model as a PyMC user writes it."""
+    import pymc as pm
+
+    x, y = data["x"], data["y"]
+    d = x.shape[1]
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, PRIOR_SD, shape=d)
+        if kind == "logistic":
+            alpha = pm.Normal("alpha", 0.0, PRIOR_SD)
+            pm.Bernoulli("y", logit_p=alpha + x @ beta, observed=y)
+        elif kind == "linear":
+            alpha = pm.Normal("alpha", 0.0, PRIOR_SD)
+            sigma = pm.HalfNormal("sigma", PRIOR_SD)
+            pm.Normal("y", alpha + x @ beta, sigma, observed=y)
+        elif kind == "hierarchical":
+            mu_a = pm.Normal("mu_a", 0.0, PRIOR_SD)
+            sigma_a = pm.HalfNormal("sigma_a", 2.0)
+            a = pm.Normal("a", mu_a, sigma_a, shape=int(data["group"].max()) + 1)
+            sigma = pm.HalfNormal("sigma", PRIOR_SD)
+            pm.Normal("y", a[data["group"]] + x @ beta, sigma, observed=y)
+        else:
+            raise ValueError(f"Unknown case kind {kind!r}.")
+    return model
+
+
+def _pymc(method: str, data: dict, draws: int, tune: int, chains: int, seed: int, kind: str):
     import pymc as pm
 
     import pymc_minibatch_mh as mm
 
     imported = time.perf_counter()
-    n, d = x.shape
-    with pm.Model() as model:
-        alpha = pm.Normal("alpha", 0.0, PRIOR_SD)
-        beta = pm.Normal("beta", 0.0, PRIOR_SD, shape=d)
-        pm.Bernoulli("y", logit_p=alpha + x @ beta, observed=y)
+    n = data["x"].shape[0]
+    model = _pymc_model(kind, data)
     extra = {}
     with model:
         t = time.perf_counter()
@@ -121,13 +146,15 @@ def _pymc(method: str, x, y, draws: int, tune: int, chains: int, seed: int) -> d
         )
         sampling_s = time.perf_counter() - t
     posterior = idata.posterior
+    names = [v.name for v in model.free_RVs]  # alpha before beta, as numpyro's draws
+    names = sorted(names, key=lambda name: name != "alpha")
     values = np.concatenate(
-        [np.asarray(posterior["alpha"])[..., None], np.asarray(posterior["beta"])], axis=-1
+        [np.asarray(posterior[name]).reshape(chains, draws, -1) for name in names], axis=-1
     )
     rows = float(n)
     if step is not None:
         rows = float(np.mean(np.asarray(idata.sample_stats["batch_size"])))
-        extra["n_data_passes"] = int(getattr(step, "n_data_passes", -1))
+        extra["n_data_passes"] = float(getattr(step, "n_data_passes", -1))
     return {
         "draws": values,
         "import_s": imported - START,
@@ -147,11 +174,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tune", type=int, default=500)
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--kind", default="logistic", choices=KINDS)
     args = parser.parse_args(argv)
-    with np.load(args.data) as data:
-        x, y = data["x"], data["y"]
-    run = _numpyro if args.method.startswith("numpyro") else _pymc
-    result = run(args.method, x, y, args.draws, args.tune, args.chains, args.seed)
+    with np.load(args.data) as stored:
+        data = {key: stored[key] for key in stored.files}
+    if args.method.startswith("numpyro"):
+        if args.kind != "logistic":
+            parser.error("the numpyro methods run the logistic case only")
+        result = _numpyro(
+            args.method, data["x"], data["y"], args.draws, args.tune, args.chains, args.seed
+        )
+    else:
+        result = _pymc(args.method, data, args.draws, args.tune, args.chains, args.seed, args.kind)
     result["process_s"] = time.perf_counter() - START
     np.savez(args.out, **result)
 

@@ -37,7 +37,13 @@ from pymc_minibatch_mh.bench.report import markdown_table
 
 @dataclass(frozen=True)
 class PeerCase:
-    """One data set: ``n`` rows, ``d`` covariates plus an intercept."""
+    """One data set: ``n`` rows, ``d`` covariates plus an intercept, of model ``kind``.
+
+    ``kind`` is ``"logistic"`` (numpyro's NUTS is the reference and HMCECS the peer),
+    ``"linear"`` (Normal likelihood with a free sigma) or ``"hierarchical"`` (a centred
+    Normal model with ``GROUPS`` group intercepts): for these two PyMC's NUTS is the
+    reference and the baseline.
+    """
 
     name: str
     n: int
@@ -45,16 +51,53 @@ class PeerCase:
     draws: int = 1000
     tune: int = 500
     pymc_nuts: bool = False
+    kind: str = "logistic"
+
+    @property
+    def reference(self) -> str:
+        return REFERENCE if self.kind == "logistic" else "pymc-nuts"
+
+    @property
+    def methods(self) -> list[str]:
+        if self.kind == "logistic":
+            return [REFERENCE, PEER, *OUR_STEPS] + (["pymc-nuts"] if self.pymc_nuts else [])
+        return ["pymc-nuts", *OUR_STEPS]
 
 
 FULL_CASES = (
     PeerCase("logistic N=1e6 D=10+1", 1_000_000, 10),
     PeerCase("logistic N=1e5 D=50+1", 100_000, 50, pymc_nuts=True),
+    PeerCase("linear, free sigma, N=1e5 D=10+1", 100_000, 10, kind="linear"),
+    PeerCase("hierarchical, 20 group intercepts, N=1e5 D=3", 100_000, 3, kind="hierarchical"),
 )
-QUICK_CASES = (PeerCase("logistic N=2e4 D=5+1 (quick)", 20_000, 5, 300, 300, pymc_nuts=True),)
+QUICK_CASES = (
+    PeerCase("logistic N=2e4 D=5+1 (quick)", 20_000, 5, 300, 300, pymc_nuts=True),
+    PeerCase("linear N=2e4 D=5+1 (quick)", 20_000, 5, 300, 300, kind="linear"),
+)
 REFERENCE = "numpyro-nuts"
 PEER = "numpyro-hmcecs"
 TIMEOUT_S = 3 * 3600
+
+
+def case_data(case: PeerCase, seed: int) -> dict[str, np.ndarray]:
+    """The data of one case: ``x``, ``y`` and, for the hierarchical model, ``group``."""
+    if case.kind == "logistic":
+        x, y = logistic_data(case.n, case.d, seed)
+        return {"x": x, "y": y}
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(case.n, case.d))
+    beta = rng.normal(0.0, 0.5, size=case.d)
+    if case.kind == "linear":
+        return {"x": x, "y": 0.3 + x @ beta + rng.normal(0.0, 1.3, size=case.n)}
+    if case.kind == "hierarchical":
+        group = rng.integers(0, GROUPS, size=case.n)
+        intercepts = rng.normal(0.5, 0.7, size=GROUPS)
+        y = intercepts[group] + x @ beta + rng.normal(0.0, 1.0, size=case.n)
+        return {"x": x, "y": y, "group": group}
+    raise ValueError(f"Unknown case kind {case.kind!r}.")
+
+
+GROUPS = 20
 
 
 def logistic_data(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -83,14 +126,13 @@ def run_peers(
     with tempfile.TemporaryDirectory(prefix="peers-") as tmp:
         tmp = Path(tmp)
         for case in cases:
-            wanted = [REFERENCE, PEER, *OUR_STEPS]
-            if case.pymc_nuts or pymc_nuts_everywhere:
+            wanted = case.methods
+            if pymc_nuts_everywhere and "pymc-nuts" not in wanted:
                 wanted.append("pymc-nuts")
             if methods:
-                wanted = [m for m in wanted if m in methods or m == REFERENCE]
-            x, y = logistic_data(case.n, case.d, seed)
+                wanted = [m for m in wanted if m in methods or m == case.reference]
             data_path = tmp / "data.npz"
-            np.savez(data_path, x=x, y=y)
+            np.savez(data_path, **case_data(case, seed))
             if cache == "warm":
                 _warm_up(case, [m for m in wanted if m in OUR_STEPS], tmp, seed, progress)
             runs = {}
@@ -98,16 +140,15 @@ def run_peers(
                 progress(f"[{case.name}] {method} ...")
                 runs[method] = _run_one(method, case, data_path, tmp, seed, cache)
                 progress(f"[{case.name}] {method}: {_summary(runs[method])}")
-            results.append({"case": case.__dict__, "rows": _rows(runs)})
+            results.append({"case": case.__dict__, "rows": _rows(runs, case.reference)})
     return {"cases": results, "stack": stack_description(cache)}
 
 
 def _warm_up(case: PeerCase, methods: list[str], tmp: Path, seed: int, progress) -> None:
     """One short run per PyMC method on small data of the same width (fills the caches)."""
-    small = PeerCase(case.name + " warm-up", 5_000, case.d, 50, 50)
-    x, y = logistic_data(small.n, small.d, seed)
+    small = PeerCase(case.name + " warm-up", 5_000, case.d, 50, 50, kind=case.kind)
     path = tmp / "warm.npz"
-    np.savez(path, x=x, y=y)
+    np.savez(path, **case_data(small, seed))
     for method in methods:
         run = _run_one(method, small, path, tmp, seed, "warm")
         if "error" in run:
@@ -132,6 +173,7 @@ def _run_one(method: str, case: PeerCase, data: Path, tmp: Path, seed: int, cach
         f"--draws={case.draws}",
         f"--tune={case.tune}",
         f"--seed={seed}",
+        f"--kind={case.kind}",
     ]
     start = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
@@ -151,11 +193,11 @@ def _summary(run: dict) -> str:
     return f"{run['wall_s']:.1f} s"
 
 
-def _rows(runs: dict) -> list[dict]:
+def _rows(runs: dict, reference_method: str = REFERENCE) -> list[dict]:
     """Table rows: ESS/s over the whole wall time, ratios, errors against the reference."""
     import arviz as az
 
-    reference = runs.get(REFERENCE, {})
+    reference = runs.get(reference_method, {})
     ref_draws = reference.get("draws")
     if ref_draws is not None:
         flat = ref_draws.reshape(-1, ref_draws.shape[-1])
@@ -176,9 +218,9 @@ def _rows(runs: dict) -> list[dict]:
             ess_bulk_min=ess,
             ess_per_s=ess / run["wall_s"],
             rows_per_draw=float(run["rows_per_draw"]),
-            n_data_passes=int(run["n_data_passes"]) if "n_data_passes" in run else None,
+            n_data_passes=round(float(run["n_data_passes"]), 2) if "n_data_passes" in run else None,
         )
-        if ref_draws is not None and method != REFERENCE:
+        if ref_draws is not None and method != reference_method:
             flat = draws.reshape(-1, draws.shape[-1])
             row["max_mean_err_sd"] = float(np.max(np.abs(flat.mean(axis=0) - ref_mean) / ref_sd))
             row["max_sd_rel_err"] = float(np.max(np.abs(flat.std(axis=0) / ref_sd - 1.0)))

@@ -33,6 +33,7 @@ import numpy as np
 from scipy import special
 
 from pymc_minibatch_mh.bounds.collapsed import DEFAULT_CHUNK_ENTRIES, as_design, chunk_rows
+from pymc_minibatch_mh.passes import record_rows
 
 
 def bohning_curvature(n_classes: int) -> np.ndarray:
@@ -231,6 +232,7 @@ def bohning_bound(
     coef_grad = np.zeros((n_features, k))
     gram = np.zeros((n_features, n_features))
     for rows in chunk_rows(n_data, n_features + k, chunk_entries):
+        record_rows(rows.stop - rows.start, n_data)
         x = design[rows]
         e = x @ w0 + offset[rows] - anchor[rows]
         quad = np.einsum("nk,kl,nl->n", e, curvature, e)

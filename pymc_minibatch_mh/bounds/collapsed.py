@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pymc_minibatch_mh.passes import record_rows
+
 #: Upper limit on the number of matrix entries handled at once while collapsing.
 DEFAULT_CHUNK_ENTRIES = 2**21
 
@@ -173,6 +175,7 @@ class LinearQuadraticBound:
         grad = np.zeros(ndim)
         hess = np.zeros((ndim, ndim))
         for rows in chunk_rows(n_data, ndim, chunk_entries):
+            record_rows(rows.stop - rows.start, n_data)
             x = design[rows]
             e = x @ centre + offset[rows] - anchor[rows]
             a = curvature[rows]

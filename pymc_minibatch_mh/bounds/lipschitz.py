@@ -48,6 +48,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import linalg
 
+from pymc_minibatch_mh.passes import record_rows
+
 if TYPE_CHECKING:  # pragma: no cover - typing only (that module imports PyMC)
     from pymc_minibatch_mh.likelihood.linear_predictor import LinearPredictorLikelihood
 
@@ -301,6 +303,7 @@ def expected_batch_size(chi: float, total: float, metric_value: float) -> float:
 def _row_norms(design: np.ndarray, chol: np.ndarray | None) -> np.ndarray:
     """``||L^T x_i||_2`` (``||x_i||_2`` without ``L``) for every row, in chunks."""
     design = np.asarray(design, dtype=np.float64)
+    record_rows(design.shape[0], design.shape[0])
     if chol is None:
         return np.sqrt(np.einsum("ij,ij->i", design, design))
     chol = np.asarray(chol, dtype=np.float64)
@@ -356,6 +359,7 @@ def _eta_range(lp, box) -> tuple[np.ndarray, np.ndarray]:
     offset = np.asarray(lp.offset, dtype=np.float64)
     eta_min = np.empty(design.shape[0])
     eta_max = np.empty(design.shape[0])
+    record_rows(design.shape[0], design.shape[0])
     for start in range(0, design.shape[0], _CHUNK_ROWS):
         rows = slice(start, start + _CHUNK_ROWS)
         pos = np.maximum(design[rows], 0.0)

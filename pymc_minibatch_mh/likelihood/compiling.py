@@ -1,20 +1,86 @@
-"""Every PyTensor function of the package is compiled here, and the time it takes counted."""
+"""Every PyTensor function of the package is compiled here, and the time it takes counted.
+
+Per-datum data enter the compiled functions as inputs, not as constants baked into the
+graph: :func:`data_placeholder` stands for a data array in a graph, and
+:func:`compile_function` appends the arrays of the placeholders a graph reads to every
+call. A compiled function then holds no data, so PyTensor's C cache key and numba's
+on-disk cache (which gives up on array constants over 1 MB) do not depend on N, and the
+arrays are never copied.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
+import numpy as np
+import pytensor.tensor as pt
 from pymc.pytensorf import compile as _compile_pymc
+from pytensor.graph.basic import Variable
 
+from pymc_minibatch_mh.likelihood.graph_tools import graph_inputs
+
+_DATA_TAG = "minibatch_mh_data"
 _seconds = 0.0
 
 
+def data_placeholder(var: Variable, value: np.ndarray) -> Variable:
+    """A symbolic stand-in for the data array ``value`` held by the graph input ``var``.
+
+    Its leading (datum) axis has no static length, so one compiled function serves any N.
+    """
+    placeholder = pt.tensor(
+        name=var.name or "data", dtype=var.dtype, shape=(None, *var.type.shape[1:])
+    )
+    setattr(placeholder.tag, _DATA_TAG, value)
+    return placeholder
+
+
+def bound_data(outputs) -> list[Variable]:
+    """The data placeholders a graph reads, in a fixed order."""
+    outputs = list(outputs) if isinstance(outputs, Sequence) else [outputs]
+    return [var for var in graph_inputs(outputs) if hasattr(var.tag, _DATA_TAG)]
+
+
+class DataBoundFunction:
+    """A compiled function whose trailing inputs are data arrays supplied on every call.
+
+    Calling it with the leading inputs calls the compiled function with the data
+    appended; other attributes (``maker``, ``trust_input``) are the compiled function's.
+    """
+
+    def __init__(self, function, data: tuple[np.ndarray, ...]):
+        self.function = function
+        self.data = data
+
+    def __call__(self, *args):
+        return self.function(*args, *self.data)
+
+    @property
+    def trust_input(self) -> bool:
+        return self.function.trust_input
+
+    @trust_input.setter
+    def trust_input(self, value: bool) -> None:
+        self.function.trust_input = value
+
+    def __getattr__(self, name):
+        if name in ("function", "data"):  # not yet set (while unpickling)
+            raise AttributeError(name)
+        return getattr(self.function, name)
+
+
 def compile_function(inputs, outputs, **kwargs):
-    """:func:`pymc.pytensorf.compile`, adding its wall time to :func:`compile_seconds`."""
+    """:func:`pymc.pytensorf.compile`, binding the data placeholders the graph reads and
+    adding the wall time to :func:`compile_seconds`."""
     global _seconds
     start = time.perf_counter()
     try:
-        return _compile_pymc(inputs, outputs, **kwargs)
+        data = [var for var in bound_data(outputs) if not any(var is i for i in inputs)]
+        function = _compile_pymc([*inputs, *data], outputs, **kwargs)
+        if not data:
+            return function
+        return DataBoundFunction(function, tuple(getattr(v.tag, _DATA_TAG) for v in data))
     finally:
         _seconds += time.perf_counter() - start
 

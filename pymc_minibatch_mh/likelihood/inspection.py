@@ -14,6 +14,7 @@ from pytensor.graph.basic import Variable
 
 from pymc_minibatch_mh.likelihood.batching import datum_data_inputs, non_finite_entries
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors, data_value, graph_inputs
+from pymc_minibatch_mh.passes import record_rows
 
 # Suffixes of the variables PyMC's Model.make_obs_var creates when `observed=` has NaNs.
 _OBSERVED_SUFFIX = "_observed"
@@ -232,7 +233,10 @@ def check_finite_data(model: pm.Model, loglik_terms: Sequence[Variable], n_data:
         Naming every data input with non-finite entries, their count and first row.
     """
     problems = []
-    for var, value, users in _datum_inputs_with_users(model, loglik_terms, n_data):
+    inputs = _datum_inputs_with_users(model, loglik_terms, n_data)
+    if any(value.dtype.kind in "fc" for _, value, _ in inputs):
+        record_rows(n_data, n_data)  # one pass reads the rows of every array
+    for var, value, users in inputs:
         count, first_row = non_finite_entries(value)
         if count:
             problems.append(

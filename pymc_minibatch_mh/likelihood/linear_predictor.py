@@ -52,6 +52,7 @@ from pymc_minibatch_mh.likelihood.graph_tools import (
     toposort,
 )
 from pymc_minibatch_mh.likelihood.inspection import datum_count
+from pymc_minibatch_mh.passes import record_rows
 
 __all__ = [
     "FAMILIES",
@@ -961,6 +962,7 @@ def _find_products(ctx: _Context, graph: Variable, width: int) -> list[_Product]
     if not candidates:
         return []
     x_values = compile_function([], [x for _, x, _ in candidates], mode=_MODE)()
+    record_rows(ctx.n_data, ctx.n_data)  # the features are read (and copied) once
     w_fn = ctx.compile([w for _, _, w in candidates])
     w_values = w_fn(ctx.q0)
     products = []

@@ -38,6 +38,7 @@ from pymc_minibatch_mh.kernels.control_variates import TaylorProxy
 from pymc_minibatch_mh.likelihood.batching import probe_indices
 from pymc_minibatch_mh.likelihood.compiling import compile_function
 from pymc_minibatch_mh.likelihood.tall_data import TallData, TallGraphs
+from pymc_minibatch_mh.passes import record_rows
 from pymc_minibatch_mh.progress import progress_bar
 
 try:  # pytensor >= 3
@@ -222,7 +223,10 @@ def compile_sum_derivatives(x, batch, idx, compile_kwargs: dict) -> Callable:
     """Compile ``f(x, idx) -> (sum, gradient, Hessian)`` of ``batch.sum()`` in the vector ``x``."""
     total = batch.sum()
     grad = pt.grad(total, x)
-    hess = pytensor.gradient.hessian(total, x)
+    # The Jacobian of the gradient, vectorised over its D entries: one batched graph, where
+    # `pytensor.gradient.hessian` loops with a Scan (slower per call, and its inner function
+    # is not kept in numba's on-disk cache).
+    hess = pytensor.gradient.jacobian(grad, x, vectorize=True)
     fn = compile_function([x, idx], [total, grad, hess], **compile_kwargs)
     fn.trust_input = True
     return fn
@@ -278,9 +282,14 @@ def chunked_taylor_sums(
     n_data: int,
     *,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    rows: np.ndarray | None = None,
     progressbar: bool = False,
 ) -> TaylorProxy:
     """Sum ``derivatives(reference, rows)`` over all rows in chunks: one pass.
+
+    With ``rows`` (a subsample of row indices) the sums run over those rows only and are
+    scaled by ``n_data / len(rows)``: an unbiased estimate of the full sums at a fraction
+    of a pass.
 
     Raises
     ------
@@ -289,14 +298,23 @@ def chunked_taylor_sums(
     """
     reference = np.asarray(reference, dtype=np.float64)
     value, grad, hess = 0.0, np.zeros(reference.size), np.zeros((reference.size,) * 2)
-    starts = range(0, n_data, chunk_rows)
+    n_rows = n_data if rows is None else len(rows)
+    starts = range(0, n_rows, chunk_rows)
     for start in progress_bar(starts, "Taylor sums over the data", enabled=progressbar):
-        idx = np.arange(start, min(start + chunk_rows, n_data), dtype=np.int64)
+        stop = min(start + chunk_rows, n_rows)
+        if rows is None:
+            idx = np.arange(start, stop, dtype=np.int64)
+        else:
+            idx = np.asarray(rows[start:stop], dtype=np.int64)
         v, g, h = derivatives(reference, idx)
+        record_rows(idx.size, n_data)
         value += float(v)
         grad += g
         hess += h
     hess = 0.5 * (hess + hess.T)
+    if rows is not None:
+        scale = n_data / n_rows
+        value, grad, hess = value * scale, grad * scale, hess * scale
     if not (np.isfinite(value) and np.all(np.isfinite(grad)) and np.all(np.isfinite(hess))):
         raise NonFiniteTaylor(
             "The log-likelihood or its derivatives are not finite at the reference point; "

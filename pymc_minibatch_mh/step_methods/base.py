@@ -38,6 +38,7 @@ from pymc_minibatch_mh.likelihood import build_tall_data, recognise_linear_predi
 from pymc_minibatch_mh.likelihood.batching import probe_indices
 from pymc_minibatch_mh.likelihood.compiling import compile_seconds
 from pymc_minibatch_mh.likelihood.image import LikelihoodImage, find_likelihood_image
+from pymc_minibatch_mh.likelihood.shared_functions import shared_functions
 from pymc_minibatch_mh.likelihood.surrogate import compile_surrogate_density
 from pymc_minibatch_mh.likelihood.taylor import (
     NonFiniteTaylor,
@@ -48,15 +49,18 @@ from pymc_minibatch_mh.likelihood.taylor import (
     compile_prior_derivatives,
     compile_residual_diff,
     compile_sum_derivatives,
-    full_data_taylor,
 )
+from pymc_minibatch_mh.passes import data_passes
 from pymc_minibatch_mh.progress import progress_status
 from pymc_minibatch_mh.step_methods.monitor import NOISE_ROWS, PostTuningTally, chain_problems
 from pymc_minibatch_mh.step_methods.reference import (
+    MODE_NEWTON_TOLERANCE,
+    SUBSAMPLE_NEWTON_TOLERANCE,
     block_position,
     find_map,
     laplace_covariance,
     newton_map,
+    newton_subsample,
 )
 
 PROPOSALS = ("auto", "rw", "laplace", "independent")
@@ -114,19 +118,20 @@ class MinibatchStepState(StepMethodState):
     tune: bool
     independent_tally: tuple
     post_tuning: PostTuningTally
-    n_data_passes: int
+    n_data_passes: float
 
 
 def _timed_construction(init):
     """Wrap a step's ``__init__`` so that the outermost call records ``setup_s`` (wall
-    time of the whole construction) and ``compile_s`` (PyTensor compilation within it)."""
+    time of the whole construction), ``compile_s`` (PyTensor compilation within it) and
+    ``n_data_passes`` (rows read by full-data work within it, divided by N)."""
 
     @functools.wraps(init)
     def wrapper(self, *args, **kwargs):
         outermost = not getattr(self, "_constructing", False)
         if outermost:
             self._constructing = True
-            start, compiled = time.perf_counter(), compile_seconds()
+            start, compiled, passes = time.perf_counter(), compile_seconds(), data_passes()
         try:
             init(self, *args, **kwargs)
         finally:
@@ -135,6 +140,7 @@ def _timed_construction(init):
         if outermost:
             self.setup_s = time.perf_counter() - start
             self.compile_s = compile_seconds() - compiled
+            self.n_data_passes = round(data_passes() - passes, 3)
 
     return wrapper
 
@@ -148,9 +154,10 @@ class MinibatchStep(ArrayStepShared):
     After construction, ``setup_s`` is the wall time the construction took (MAP search,
     full-data passes, compilation), ``compile_s`` the part of it spent compiling PyTensor
     functions (graph rewriting and C compilation; the numba backend compiles at first
-    call, inside ``setup_s`` but not ``compile_s``), and ``n_data_passes`` the number of
-    full-data passes made so far (the Newton search for the mode included; a fallback to
-    ``pm.find_MAP`` is not counted).
+    call, inside ``setup_s`` but not ``compile_s``), and ``n_data_passes`` the full-data
+    work done so far in passes over the data: rows read by validation, the Newton search
+    for the mode, Taylor sums, bound constants and recentring, divided by N (a pass over
+    a 5 % subsample counts 0.05; a fallback to ``pm.find_MAP`` is not counted).
     """
 
     def __init_subclass__(cls, **kwargs):
@@ -226,14 +233,23 @@ class MinibatchStep(ArrayStepShared):
             target_accept = self.default_target_accept
 
         shared = make_shared_replacements(initial_point, vars, model)
-        self.tall_data = build_tall_data(
+        # Compiled functions and full-data results of earlier steps on this model.
+        self._shared_functions = shared_functions(
             model,
-            vars,
-            shared=shared,
-            initial_point=initial_point,
-            data_dim=data_dim,
-            compile_kwargs=compile_kwargs,
-            gradients=self._needs_gradients,
+            tuple(v.name for v in vars),
+            (data_dim, repr(sorted((compile_kwargs or {}).items())), self._needs_gradients),
+        )
+        self.tall_data = self._shared_functions.get(
+            "tall_data",
+            lambda: build_tall_data(
+                model,
+                vars,
+                shared=shared,
+                initial_point=initial_point,
+                data_dim=data_dim,
+                compile_kwargs=compile_kwargs,
+                gradients=self._needs_gradients,
+            ),
         )
         ndim = self.tall_data.ndim
         self.vars = vars  # (set again by ArrayStepShared; the hooks below read it)
@@ -251,31 +267,52 @@ class MinibatchStep(ArrayStepShared):
         self._image_maps = None
         if control_variates or proposal != "rw":
             image = None
+            functions = self._shared_functions
             if control_variates and self.proxy_in_image:
-                image = find_likelihood_image(self.tall_data, block_position(initial_point, vars))
+                image = functions.get(
+                    "image",
+                    lambda: find_likelihood_image(
+                        self.tall_data, block_position(initial_point, vars)
+                    ),
+                )
             if image is None:
-                self._taylor_derivatives = compile_chunk_derivatives(self.tall_data)
+                self._taylor_derivatives = functions.get(
+                    "taylor_derivatives", lambda: compile_chunk_derivatives(self.tall_data)
+                )
             else:
                 graphs = self.tall_data.graphs
-                self._taylor_derivatives = compile_sum_derivatives(
-                    image.phi, image.batch, graphs.idx, graphs.compile_kwargs
+                self._taylor_derivatives = functions.get(
+                    "image_taylor_derivatives",
+                    lambda: compile_sum_derivatives(
+                        image.phi, image.batch, graphs.idx, graphs.compile_kwargs
+                    ),
                 )
                 self._image_maps = (image.to_image, image.pull_back)
-            self._prior_derivatives = compile_prior_derivatives(self.tall_data)
+            self._prior_derivatives = functions.get(
+                "prior_derivatives", lambda: compile_prior_derivatives(self.tall_data)
+            )
             whole_model = {v.name for v in vars} == {v.name for v in model.value_vars}
             if reference_point is None and whole_model:
-                self.reference = self._newton_reference(model, initial_point)
+                self.reference = functions.get(
+                    ("reference", self.temperature, image is not None),
+                    lambda: self._newton_reference(model, initial_point),
+                )
             else:
                 if reference_point is None:
                     reference_point = find_map(model, initial_point, progressbar=self.progressbar)
                 self.reference = self._taylor_at(block_position(reference_point, vars))
             if control_variates:
-                self._residual_diff = self._compile_residuals(image)
+                self._residual_diff = functions.get(
+                    ("residual_diff", image is not None), lambda: self._compile_residuals(image)
+                )
         # Hamiltonian moves on the surrogate (prior + proxy) as the local move of "auto".
         self._surrogate = None
         if proposal == "auto" and control_variates and self.surrogate_moves:
-            self._surrogate = compile_surrogate_density(
-                self.tall_data, None if image is None else image.stacked
+            self._surrogate = self._shared_functions.get(
+                ("surrogate", image is not None),
+                lambda: compile_surrogate_density(
+                    self.tall_data, None if image is None else image.stacked
+                ),
             )
         self._untuned_reference = self.reference
         self._laplace_chol = None
@@ -412,27 +449,31 @@ class MinibatchStep(ArrayStepShared):
             raise ValueError(f"control_variates=True is not possible: {reason}.")
         return bool(requested)
 
-    def _taylor_at(self, position: np.ndarray, *, progressbar: bool = True) -> TaylorProxy:
+    def _taylor_at(
+        self, position: np.ndarray, *, progressbar: bool = True, rows: np.ndarray | None = None
+    ) -> TaylorProxy:
         """Full-data Taylor sums at ``position`` (one pass over the data, counted).
 
-        With the proxy in the likelihood's image (``proxy_in_image``) the pass sums in
-        ``phi`` and the sums in ``q`` follow by the chain rule (no second pass).
+        With ``rows``, estimates of them from those rows (scaled by N / len(rows)). With
+        the proxy in the likelihood's image (``proxy_in_image``) the pass sums in ``phi``
+        and the sums in ``q`` follow by the chain rule (no second pass).
         """
-        self.n_data_passes += 1
-        progressbar = self.progressbar and progressbar
+        progressbar = self.progressbar and progressbar and rows is None
+        position = np.asarray(position, dtype=np.float64)
         if self._image_maps is None:
-            return full_data_taylor(
-                self.tall_data,
+            return chunked_taylor_sums(
+                self._taylor_derivatives,
                 position,
-                derivatives=self._taylor_derivatives,
+                self.tall_data.n_data,
+                rows=rows,
                 progressbar=progressbar,
             )
         to_image, pull_back = self._image_maps
-        position = np.asarray(position, dtype=np.float64)
         image = chunked_taylor_sums(
             self._taylor_derivatives,
             to_image(position),
             self.tall_data.n_data,
+            rows=rows,
             progressbar=progressbar,
         )
         gradient, hessian = pull_back(position, image.gradient, image.hessian)
@@ -451,11 +492,23 @@ class MinibatchStep(ArrayStepShared):
         start = block_position(initial_point, self.vars)
         status = f"{type(self).__name__}: Newton search for the posterior mode"
         with progress_status(status, enabled=self.progressbar):
+            rows = newton_subsample(self.tall_data.n_data)
+            if rows is not None:
+                # Most of the way on a subsample (its sums scaled to N): the full-data
+                # passes then start within a few posterior sds of the mode.
+                start = newton_map(
+                    lambda q: self._taylor_at(q, rows=rows),
+                    self._prior_derivatives,
+                    start,
+                    temperature=self.temperature,
+                    tolerance=SUBSAMPLE_NEWTON_TOLERANCE,
+                ).position
             result = newton_map(
                 lambda q: self._taylor_at(q, progressbar=False),
                 self._prior_derivatives,
                 start,
                 temperature=self.temperature,
+                tolerance=MODE_NEWTON_TOLERANCE,
             )
         if result.converged:
             return result.proxy
@@ -496,12 +549,15 @@ class MinibatchStep(ArrayStepShared):
         against the compiled per-datum likelihood; raises ``UnsupportedLikelihood``."""
         status = f"Reading the likelihood as a linear predictor ({self.tall_data.n_data:,} rows)"
         with progress_status(status, enabled=self.progressbar):
-            return recognise_linear_predictor(
-                model,
-                self.vars,
-                shared=make_shared_replacements(initial_point, self.vars, model),
-                initial_point=initial_point,
-                check_against=self.tall_data.loglik,
+            return self._shared_functions.get(
+                "linear_predictor",
+                lambda: recognise_linear_predictor(
+                    model,
+                    self.vars,
+                    shared=make_shared_replacements(initial_point, self.vars, model),
+                    initial_point=initial_point,
+                    check_against=self.tall_data.loglik,
+                ),
             )
 
     @property
@@ -560,7 +616,9 @@ class MinibatchStep(ArrayStepShared):
 
     def _recentre(self, position: np.ndarray) -> None:
         """Move the control variates' expansion point (one pass over the data)."""
+        before = data_passes()
         self.reference = self._taylor_at(position, progressbar=False)
+        self.n_data_passes = round(self.n_data_passes + data_passes() - before, 3)
 
     def set_rng(self, rng) -> None:
         """PyMC 5 per-chain hook: one Generator per chain, fresh per-chain state."""

@@ -31,6 +31,7 @@ from pymc_minibatch_mh.likelihood.graph_tools import ancestors
 from pymc_minibatch_mh.likelihood.linear_predictor import (
     UnsupportedLikelihood,
 )
+from pymc_minibatch_mh.passes import record_rows
 from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep, MinibatchStepState
 
 _EXPLICIT_BOUND_HINT = (
@@ -401,6 +402,7 @@ start_at_reference, tune, adapt_cov, steps_per_draw, data_dim, progressbar
             c = bound.c[idx]
             for scale, q_new, m in pairs:
                 diff = np.abs(np.asarray(target.loglik_diff(q_new, q0, idx), dtype=np.float64))
+                record_rows(idx.size, n)
                 limit = c * m
                 bad = ~(diff <= limit * (1 + BOUND_RTOL) + BOUND_ATOL)  # NaN counts as bad
                 if bad.any():

@@ -80,6 +80,9 @@ def test_step_reference_is_the_mode_pymc_finds(rng):
         pm.Bernoulli("y", logit_p=a + x @ b, observed=y.astype(int))
         step = MinibatchBarker(progressbar=False)
     theirs = block_position(find_map(model, model.initial_point(), progressbar=False), step.vars)
-    np.testing.assert_allclose(step.reference.reference, theirs, atol=1e-4)
-    # Newton passes are the Taylor passes: a few of them, all counted.
-    assert 2 <= step.n_data_passes <= 10
+    # The step's search stops at a Newton decrement of 1e-2: within ~0.15 posterior sd.
+    sds = np.sqrt(np.diag(step._laplace_chol @ step._laplace_chol.T))
+    np.testing.assert_array_less(np.abs(step.reference.reference - theirs), 0.15 * sds)
+    # Newton passes are the Taylor passes: a few of them, all counted (plus the data
+    # validation pass and the self-check's two full evaluations).
+    assert 4 <= step.n_data_passes <= 10

@@ -7,6 +7,7 @@ import pymc as pm
 import pytest
 
 from pymc_minibatch_mh import MinibatchBarker
+from pymc_minibatch_mh.step_methods.base import _unravel
 from pymc_minibatch_mh.step_methods.reference import find_map, free_rv_values
 
 
@@ -92,8 +93,16 @@ def test_control_variates_on_the_lkj_model(lkj_model):
         step = MinibatchBarker(control_variates=True, progressbar=False)
         theirs = pm.find_MAP(progressbar=False)
     print(f"MinibatchBarker(control_variates=True) built in {time.perf_counter() - started:.0f}s")
-    expected = np.concatenate(
-        [theirs[v.name].ravel() for v in lkj_model.value_vars if v.name in step.tall_data.var_names]
-    )
     assert step.control_variates
-    np.testing.assert_allclose(step.reference.reference, expected, rtol=1e-5, atol=1e-6)
+    # The reference comes from the package's Newton search, not from find_MAP: both stop
+    # at a tolerance. The search stops at a Newton decrement of 1e-2 (log-density units),
+    # so its point is at most ~0.02 below the mode's log density and within ~0.15
+    # posterior sd of it.
+    names = [v.name for v in lkj_model.value_vars]
+    theirs = {name: theirs[name] for name in names}
+    ours = {**theirs, **_unravel(step.reference.reference, step.vars, theirs)}
+    logp = lkj_model.compile_logp()
+    assert logp(ours) >= logp(theirs) - 0.02
+    expected = np.concatenate([np.ravel(theirs[v.name]) for v in step.vars])
+    sds = np.sqrt(np.diag(step._laplace_chol @ step._laplace_chol.T))
+    np.testing.assert_array_less(np.abs(step.reference.reference - expected), 0.15 * sds)

@@ -1,0 +1,97 @@
+"""bench peers: the table built from per-process runs, the reports, and one real run."""
+
+import json
+
+import numpy as np
+import pytest
+
+from pymc_minibatch_mh.bench.peers import (
+    PEER,
+    REFERENCE,
+    PeerCase,
+    _rows,
+    _run_one,
+    case_data,
+    logistic_data,
+    markdown_report,
+    write_reports,
+)
+
+
+def _fake_run(rng, mean, sd, wall, *, draws=500, ess_scale=1.0):
+    # Two chains of AR(1) draws with the given mean and sd: lower ess_scale, more
+    # autocorrelation, lower ESS.
+    phi = 1.0 - ess_scale
+    x = np.empty((2, draws, 3))
+    x[:, 0] = rng.standard_normal((2, 3))
+    for t in range(1, draws):
+        x[:, t] = phi * x[:, t - 1] + np.sqrt(1 - phi**2) * rng.standard_normal((2, 3))
+    return {
+        "draws": mean + sd * x,
+        "import_s": 1.0,
+        "setup_s": 2.0,
+        "sampling_s": wall - 3.0,
+        "rows_per_draw": 100.0,
+        "wall_s": wall,
+    }
+
+
+def test_rows_measure_rates_ratios_and_errors(rng):
+    runs = {
+        REFERENCE: _fake_run(rng, 0.0, 1.0, 30.0),
+        PEER: _fake_run(rng, 0.0, 1.0, 10.0, ess_scale=0.5),
+        "MinibatchBarker": _fake_run(rng, 0.5, 1.0, 5.0),
+        "TunaMH": {"wall_s": 3.0, "error": "ValueError: boom"},
+    }
+    rows = {row["method"]: row for row in _rows(runs)}
+    barker, peer = rows["MinibatchBarker"], rows[PEER]
+    assert barker["ess_per_s"] == pytest.approx(barker["ess_bulk_min"] / 5.0)
+    assert barker["x_hmcecs"] == pytest.approx(barker["ess_per_s"] / peer["ess_per_s"])
+    assert peer["x_hmcecs"] == pytest.approx(1.0)
+    # A shift of half a reference sd shows up as such; the reference has no error row.
+    assert barker["max_mean_err_sd"] == pytest.approx(0.5, abs=0.15)
+    assert "max_mean_err_sd" not in rows[REFERENCE]
+    assert rows["TunaMH"]["error"] == "ValueError: boom"
+    # Negative control: a strongly autocorrelated chain has a far lower ESS.
+    assert peer["ess_bulk_min"] < 0.5 * barker["ess_bulk_min"]
+
+
+def test_reports_are_written(tmp_path, rng):
+    runs = {REFERENCE: _fake_run(rng, 0.0, 1.0, 30.0), PEER: _fake_run(rng, 0.0, 1.0, 10.0)}
+    result = {
+        "cases": [{"case": PeerCase("toy", 100, 3).__dict__, "rows": _rows(runs)}],
+        "stack": {"python": "3.x", "cache": "warm"},
+    }
+    paths = write_reports(result, tmp_path, suffix="-test")
+    assert [p.name for p in paths] == ["peers-test.md", "peers-test.json", "peers-test.png"]
+    assert all(p.stat().st_size > 0 for p in paths)
+    assert json.loads(paths[1].read_text())["cases"][0]["case"]["name"] == "toy"
+    text = markdown_report(result)
+    assert "## toy" in text and "x_hmcecs" in text and "cache warm" in text
+
+
+def test_one_method_in_a_fresh_process(tmp_path):
+    """A real run of a default step through the per-process runner (small data)."""
+    case = PeerCase("tiny", 3000, 2, draws=100, tune=100)
+    x, y = logistic_data(case.n, case.d, seed=3)
+    data = tmp_path / "data.npz"
+    np.savez(data, x=x, y=y)
+    run = _run_one("MinibatchBarker", case, data, tmp_path, seed=3, cache="warm")
+    assert "error" not in run, run.get("error")
+    assert run["draws"].shape == (2, 100, 3)
+    assert 0 < float(run["setup_s"]) < run["wall_s"]
+    assert 0 < float(run["rows_per_draw"]) < case.n
+    assert float(run["n_data_passes"]) >= 1
+
+
+def test_the_hierarchical_case_runs_in_a_fresh_process(tmp_path):
+    """The N = 10^5 sibling cases (here tiny) build the model a user writes; every free
+    variable's draws are returned."""
+    case = PeerCase("tiny hierarchical", 2000, 2, draws=50, tune=50, kind="hierarchical")
+    data = tmp_path / "data.npz"
+    np.savez(data, **case_data(case, seed=3))
+    run = _run_one("MinibatchBarker", case, data, tmp_path, seed=3, cache="warm")
+    assert "error" not in run, run.get("error")
+    # beta (2), mu_a, sigma_a, a (20 groups), sigma
+    assert run["draws"].shape == (2, 50, 2 + 1 + 1 + 20 + 1)
+    assert case.reference == "pymc-nuts" and "numpyro-hmcecs" not in case.methods
