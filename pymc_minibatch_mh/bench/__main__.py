@@ -8,6 +8,7 @@ extra: numpyro and jax).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -78,6 +79,7 @@ def _peers(args) -> list[Path]:
         pymc_nuts_everywhere=args.pymc_nuts_everywhere,
     )
     suffix = ("-quick" if args.quick else "") + ("-cold" if args.cache == "cold" else "")
+    suffix += "-py{}{}".format(*sys.version_info[:2])  # one report per stack
     paths = write_reports(result, args.out, suffix=suffix)
     print(markdown_report(result))
     print("written: " + ", ".join(str(p) for p in paths))

@@ -179,12 +179,22 @@ def _run_one(method: str, case: PeerCase, data: Path, tmp: Path, seed: int, cach
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     wall = time.perf_counter() - start
     if done.returncode != 0 or not out.exists():
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        return {"wall_s": wall, "error": " | ".join(tail) or f"exit code {done.returncode}"}
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        return {"wall_s": wall, "error": short_error(lines[-1] if lines else "", done.returncode)}
     with np.load(out) as result:
         run = {key: result[key] for key in result.files}
     run["wall_s"] = wall
     return run
+
+
+def short_error(last_line: str, returncode: int) -> str:
+    """The exception's type and first sentence (a refusal's advice follows in the full
+    message, which the run prints)."""
+    if not last_line:
+        return f"exit code {returncode}"
+    kind, _, message = last_line.partition(": ")
+    sentence = message.split(". ")[0].rstrip(".")
+    return f"{kind.rsplit('.', 1)[-1]}: {sentence}." if message else last_line
 
 
 def _summary(run: dict) -> str:

@@ -21,11 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import pytensor
 import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
 
-from pymc_minibatch_mh.likelihood.compiling import compile_function
+from pymc_minibatch_mh.likelihood.compiling import compile_function, jacobian
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors, rebuild_graph, toposort
 from pymc_minibatch_mh.likelihood.tall_data import TallData
 
@@ -115,11 +114,9 @@ def find_likelihood_image(tall_data: TallData, q0: np.ndarray) -> LikelihoodImag
     to_image = compile_function([q], stacked, **kwargs)
     g = pt.vector("g", dtype="float64")
     h = pt.matrix("h", dtype="float64")
-    jac = pytensor.gradient.jacobian(stacked, q, vectorize=True, disconnected_inputs="ignore")
+    jac = jacobian(stacked, q, disconnected_inputs="ignore")
     weighted = pt.grad(pt.dot(g, stacked), q, disconnected_inputs="ignore")
-    curvature = pytensor.gradient.jacobian(
-        weighted, q, vectorize=True, disconnected_inputs="ignore"
-    )
+    curvature = jacobian(weighted, q, disconnected_inputs="ignore")
     pull_back = compile_function(
         [q, g, h], [jac.T @ g, jac.T @ h @ jac + curvature], on_unused_input="ignore", **kwargs
     )

@@ -36,7 +36,7 @@ from pytensor.graph.replace import clone_replace
 
 from pymc_minibatch_mh.kernels.control_variates import TaylorProxy
 from pymc_minibatch_mh.likelihood.batching import probe_indices
-from pymc_minibatch_mh.likelihood.compiling import compile_function
+from pymc_minibatch_mh.likelihood.compiling import compile_function, jacobian
 from pymc_minibatch_mh.likelihood.tall_data import TallData, TallGraphs
 from pymc_minibatch_mh.passes import record_rows
 from pymc_minibatch_mh.progress import progress_bar
@@ -223,10 +223,7 @@ def compile_sum_derivatives(x, batch, idx, compile_kwargs: dict) -> Callable:
     """Compile ``f(x, idx) -> (sum, gradient, Hessian)`` of ``batch.sum()`` in the vector ``x``."""
     total = batch.sum()
     grad = pt.grad(total, x)
-    # The Jacobian of the gradient, vectorised over its D entries: one batched graph, where
-    # `pytensor.gradient.hessian` loops with a Scan (slower per call, and its inner function
-    # is not kept in numba's on-disk cache).
-    hess = pytensor.gradient.jacobian(grad, x, vectorize=True)
+    hess = jacobian(grad, x)
     fn = compile_function([x, idx], [total, grad, hess], **compile_kwargs)
     fn.trust_input = True
     return fn
@@ -237,7 +234,7 @@ def compile_prior_derivatives(tall_data: TallData) -> Callable:
     potentials); data-free."""
     graphs = _graphs_of(tall_data)
     grad = pt.grad(graphs.prior, graphs.q, disconnected_inputs="ignore")
-    hess = pytensor.gradient.jacobian(grad, graphs.q, vectorize=True, disconnected_inputs="ignore")
+    hess = jacobian(grad, graphs.q, disconnected_inputs="ignore")
     fn = compile_function([graphs.q], [graphs.prior, grad, hess], **graphs.compile_kwargs)
     fn.trust_input = True
     return fn

@@ -14,6 +14,7 @@ from pymc_minibatch_mh.bench.peers import (
     case_data,
     logistic_data,
     markdown_report,
+    short_error,
     write_reports,
 )
 
@@ -95,3 +96,14 @@ def test_the_hierarchical_case_runs_in_a_fresh_process(tmp_path):
     # beta (2), mu_a, sigma_a, a (20 groups), sigma
     assert run["draws"].shape == (2, 50, 2 + 1 + 1 + 20 + 1)
     assert case.reference == "pymc-nuts" and "numpyro-hmcecs" not in case.methods
+
+
+def test_a_refusal_is_reported_by_its_first_sentence():
+    line = (
+        "pymc_minibatch_mh.likelihood.linear_predictor.UnsupportedLikelihood: TunaMH could "
+        "not derive bounds: sigma is free. Pass the bound explicitly. Or use Austere."
+    )
+    assert short_error(line, 1) == (
+        "UnsupportedLikelihood: TunaMH could not derive bounds: sigma is free."
+    )
+    assert short_error("", 3) == "exit code 3"

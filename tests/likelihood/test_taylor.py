@@ -166,3 +166,30 @@ def test_miscompiled_residuals_are_recompiled_without_fusion(logistic, monkeypat
     monkeypatch.setattr(taylor, "_compile_residual_diff", always_broken)
     with pytest.raises(RuntimeError, match="control_variates=False"):
         taylor.compile_residual_diff(data, reference=target.proxy.reference)
+
+
+def test_hessian_sums_on_a_pm_data_design_with_a_separate_intercept():
+    """Intercept + ``pm.Data`` design with coords, the way users write logistic regression.
+
+    Its vectorised Jacobian sent PyTensor 2.x's rewriter into a loop that grew to 11 GB;
+    the sums must compile and equal the closed form ``-X1^T diag(p (1 - p)) X1``.
+    """
+    rng = np.random.default_rng(12)
+    n = 500
+    x = rng.normal(size=(n, 3))
+    y = (rng.random(n) < 0.5).astype(int)
+    with pm.Model(coords={"feature": ["u", "v", "w"], "obs": np.arange(n)}) as model:
+        X = pm.Data("X", x, dims=("obs", "feature"))
+        a = pm.Normal("a", 0.0, 2.5)
+        b = pm.Normal("b", 0.0, 1.0, dims="feature")
+        pm.Bernoulli("y", logit_p=a + pm.math.dot(X, b), observed=y, dims="obs")
+    data = _build(model, model.value_vars)
+    q = np.array([0.3, -0.2, 0.5, 0.1])
+    _, grad, hess = compile_chunk_derivatives(data)(q, np.arange(n))
+    design = np.column_stack([np.ones(n), x])
+    p = 1 / (1 + np.exp(-design @ q))
+    np.testing.assert_allclose(grad, design.T @ (y - p), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(hess, -design.T @ (design * (p * (1 - p))[:, None]), rtol=1e-10)
+    # Negative control: a curvature with the wrong weights is told apart.
+    wrong = -design.T @ (design * p[:, None])
+    assert not np.allclose(hess, wrong, rtol=1e-3)

@@ -74,7 +74,7 @@ def test_z_is_per_chain(logistic_model, logistic_map):
 
 def test_sampling_state_roundtrip_restores_z(logistic_model, logistic_map):
     with logistic_model:
-        step = FlyMC(map_point=logistic_map, q_db=0.2, bound="untuned")
+        step = FlyMC(map_point=logistic_map, q_db=0.2, bound="untuned", steps_per_draw=1)
     step.set_rng(np.random.default_rng(4))
     point = logistic_model.initial_point()
     for _ in range(5):
@@ -135,7 +135,12 @@ def test_untuned_and_custom_bounds(logistic_model, logistic_map, logistic_data):
 
 def test_mala_option_runs(logistic_model, logistic_map):
     idata = _sample(
-        logistic_model, logistic_map, {"theta_update": "mala"}, random_seed=6, draws=200, tune=600
+        logistic_model,
+        logistic_map,
+        {"theta_update": "mala", "steps_per_draw": 1},
+        random_seed=6,
+        draws=200,
+        tune=600,
     )
     stats = _stats(idata)
     acc = float(np.asarray(stats["accepted"]).mean())

@@ -95,7 +95,7 @@ def test_chi_is_frozen_when_the_proposal_changes_on_the_last_tuning_step(logisti
     (and the whitened bound) change on the very last one, which empties the chi window.
     chi after tuning is the one of the window filled while tuning, not a re-seed."""
     with logistic_model:
-        step = TunaMH(**LIPSCHITZ)
+        step = TunaMH(**LIPSCHITZ, steps_per_draw=1)  # one tuning step per draw
         idata = pm.sample(
             step=step, draws=60, tune=300, discard_tuned_samples=False, random_seed=7, **SAMPLE
         )
@@ -126,7 +126,7 @@ def test_zero_bound_needs_no_pilot_proposals(gaussian_model, monkeypatch):
     monkeypatch.setattr(step, "_propose", counting)
     with gaussian_model:
         idata = pm.sample(step=step, draws=25, tune=25, random_seed=1, **SAMPLE)
-    assert n_proposals == 50
+    assert n_proposals == 50 * step.steps_per_draw
     assert np.all(np.asarray(_stats(idata)["chi"]) == 1.0)
     assert np.all(np.asarray(_stats(idata)["batch_size"]) == 0)
 
@@ -159,7 +159,7 @@ def test_preconditioned_bound_follows_the_tuned_proposal(logistic_model, logisti
 
 
 def test_steps_per_draw_accumulates_work(logistic_model):
-    one = _stats(_sample(logistic_model, {"chi": 0.01}, random_seed=1))
+    one = _stats(_sample(logistic_model, {"chi": 0.01, "steps_per_draw": 1}, random_seed=1))
     five = _stats(_sample(logistic_model, {"chi": 0.01, "steps_per_draw": 5}, random_seed=1))
     assert np.mean(five["poisson_draws"]) > 3 * np.mean(one["poisson_draws"])
     assert np.all(np.asarray(five["n_kept"]) <= np.asarray(five["poisson_draws"]))
@@ -239,7 +239,9 @@ def test_user_box_narrower_than_the_prior_keeps_the_chain_inside(rng, monkeypatc
         1.0 + np.exp(hi) * y, EuclideanMetric(), "test box bound", box=([lo], [hi])
     )
     with _exponential_model(y) as model:
-        step = TunaMH(bound=bound, chi=0.1, tune=False, scaling=0.3, proposal="rw")
+        step = TunaMH(
+            bound=bound, chi=0.1, tune=False, scaling=0.3, proposal="rw", steps_per_draw=1
+        )
     proposed = []
     propose = step._propose
 
