@@ -123,7 +123,11 @@ def _sample_tall(model, ref_mean, temperature):
     with model:
         return pm.sample(
             step=TunaMH(
-                temperature=temperature, chi=CHI_TALL, proposal="rw", control_variates=False
+                temperature=temperature,
+                chi=CHI_TALL,
+                proposal="rw",
+                control_variates=False,
+                steps_per_draw=1,  # the batch check below is per MH step
             ),
             draws=2500,
             tune=1000,
