@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytensor
-import pytensor.gradient
 import pytensor.tensor as pt
 from pytensor.compile.mode import get_mode
 from pytensor.graph.replace import clone_replace
