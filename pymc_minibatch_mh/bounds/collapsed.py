@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.passes import record_rows
 
 #: Upper limit on the number of matrix entries handled at once while collapsing.
@@ -117,6 +118,9 @@ class LinearQuadraticBound:
         ``sum_n log B_n(q)`` in O(D^2).
     family : str
         Name of the likelihood family the bound is for (informational).
+    region : TrustRegion or None
+        Where the bound holds when it does not hold everywhere (FlyMC rejects proposals
+        outside it); None for a global bound.
     """
 
     design: np.ndarray
@@ -127,6 +131,7 @@ class LinearQuadraticBound:
     curvature: np.ndarray
     collapsed: CollapsedQuadratic
     family: str = "custom"
+    region: TrustRegion | None = None
 
     @classmethod
     def from_coefficients(
@@ -141,6 +146,7 @@ class LinearQuadraticBound:
         centre: np.ndarray | None = None,
         family: str = "custom",
         chunk_entries: int = DEFAULT_CHUNK_ENTRIES,
+        region: TrustRegion | None = None,
     ) -> LinearQuadraticBound:
         """Precompute the sufficient statistics (O(N D^2) time, O(chunk D + D^2) extra memory).
 
@@ -155,6 +161,8 @@ class LinearQuadraticBound:
             Label.
         chunk_entries : int
             About this many design entries are processed at once.
+        region : TrustRegion, optional
+            The region on which the bound holds, if it is not global.
         """
         design = as_design(design)
         n_data, ndim = design.shape
@@ -184,7 +192,7 @@ class LinearQuadraticBound:
             hess += x.T @ (x * (2.0 * a)[:, None])
         hess = 0.5 * (hess + hess.T)
         collapsed = CollapsedQuadratic(centre.copy(), total, grad, hess)
-        return cls(design, offset, anchor, value, slope, curvature, collapsed, family)
+        return cls(design, offset, anchor, value, slope, curvature, collapsed, family, region)
 
     @property
     def n_data(self) -> int:

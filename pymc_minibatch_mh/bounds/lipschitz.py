@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import linalg
 
+from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.passes import record_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (that module imports PyMC)
@@ -132,6 +133,9 @@ class LipschitzBound:
         posterior restricted to the box: the full posterior when the box contains the
         prior support (the automatic Poisson-log / Normal bounds use the support of
         Uniform priors), a truncated one when a user-given box is narrower.
+    region : TrustRegion, optional
+        An ellipsoid on which the bound holds (see
+        :mod:`pymc_minibatch_mh.bounds.trust_region`); treated like the box.
 
     Attributes
     ----------
@@ -159,6 +163,7 @@ class LipschitzBound:
     metric: Callable[[np.ndarray, np.ndarray], float]
     description: str = "user-supplied constants"
     box: tuple[np.ndarray, np.ndarray] | None = None
+    region: TrustRegion | None = None
     C: float = field(init=False)
 
     def __post_init__(self) -> None:
@@ -183,10 +188,13 @@ class LipschitzBound:
             object.__setattr__(self, "box", _validated_box(self.box))
 
     def contains(self, q: np.ndarray) -> bool:
-        """Whether ``q`` lies in :attr:`box` (ends included); always True without a box.
+        """Whether ``q`` lies in :attr:`box` (ends included) and in :attr:`region`;
+        always True without either.
 
-        A NaN coordinate is outside. Cost O(D).
+        A NaN coordinate is outside. Cost O(D) (O(D^2) with a region).
         """
+        if self.region is not None and not self.region.contains(q):
+            return False
         if self.box is None:
             return True
         lo, hi = self.box
@@ -233,6 +241,13 @@ class LipschitzBound:
             the constants overflow.
         """
         family = lp.family
+        if getattr(lp, "free_scale", False):
+            raise UnsupportedBound(
+                f"The {family} likelihood has a free scale sigma: the log-likelihood is not "
+                "Lipschitz in log(sigma) on an unbounded space, so TunaMH without control "
+                "variates has no bound. Use TunaMH with control variates (the default), which "
+                "bounds the Taylor remainders on a trust region, or fix sigma."
+            )
         if family in GLOBAL_FAMILIES:
             box = None
         elif family in BOX_FAMILIES:

@@ -23,8 +23,52 @@ Third-derivative bounds ``L3`` (untempered):
 * Normal with fixed ``sigma``: 0 (the proxy is exact; no data is ever read);
 * Student-t with fixed ``nu``, ``sigma``: ``2 (nu + 1) sup_t |t (3 - t^2)| / (1 + t^2)^3 /
   (nu^{3/2} sigma^3)`` (the supremum over ``t`` is found numerically once);
-* Poisson (log link) and Categorical: not provided (``f'''`` is unbounded, or the softmax
-  case needs a matrix bound) — use TunaMH without control variates there.
+* Poisson, log link: ``f''' = -exp(eta)`` has no global bound; on the trust region
+  (below) ``L3_i = exp(eta_i* + rho ||L^T x_i||)``, the largest ``exp(eta_i)`` there;
+* Categorical: not provided (the softmax case needs a matrix bound).
+
+**Free scale (Normal and Student-t).** With ``s = log sigma = z . q + s0`` free, the
+per-datum log-likelihood is a function of two affine channels, ``l_i = f_i(eta_i, s)``
+with ``f_i(eta, s) = -s + g((y_i - eta) e^{-s})`` up to a constant
+(``g(u) = -u^2 / 2`` for the Normal, ``g(u) = -(nu + 1)/2 log(1 + u^2 / nu)`` for
+Student-t). The argument above goes through for a vector of channels
+``u_i = A_i q + b_i`` (rows ``x_i`` and ``z``), measured in scaled units
+``W = diag(w, 1)`` with ``w = e^{-s*}`` (``eta`` in units of the reference ``sigma``):
+the gradient remainder along the segment is at most
+``T3_i / 2 ||W A_i (q - q*)||^2 ||W A_i d||`` where ``T3_i`` bounds the Frobenius norm of
+the third-derivative tensor of ``f_i`` in the scaled channels (the Frobenius norm bounds
+``|D^3 f [a, a, a]| / ||a||^3``), and ``||W A_i v|| <= ||W A_i L||_2 ||L^{-1} v||``. So
+
+    c_i = T3_i ||W A_i L||_2^3 / 2   with the same metric M,
+
+where ``||W A_i L||_2^2`` is the largest eigenvalue of the 2 x 2 matrix
+``[[w^2 x_i' S x_i, w x_i' S z], [w x_i' S z, z' S z]]``, ``S = L L^T``. Writing
+``u = (y - eta) e^{-s}`` and ``delta = s - s*``, the scaled third derivatives are
+
+    f_eee = -g''' e^{-3 delta},       f_ees = -(u g''' + 2 g'') e^{-2 delta},
+    f_ess = -(g' + 3 u g'' + u^2 g''') e^{-delta},   f_sss = -(u g' + 3 u^2 g'' + u^3 g'''),
+
+and ``T3^2 = f_eee^2 + 3 f_ees^2 + 3 f_ess^2 + f_sss^2`` (each mixed entry appears three
+times in the symmetric tensor). Neither channel is bounded globally (``e^{-delta}`` grows
+without limit as ``sigma -> 0``), so the bound is taken on the trust region, where
+``delta >= -rho sqrt(z' S z)`` and ``|y_i - eta_i| <= |y_i - eta_i*| + rho ||L^T x_i||``.
+With ``E = e^{rho sqrt(z' S z)}``:
+
+* Normal (``g' = -u``, ``g'' = -1``, ``g''' = 0``): ``f_eee = 0``, ``|f_ees| = 2 e^{-2 delta}``,
+  ``|f_ess| = 4 |u| e^{-delta}``, ``|f_sss| = 4 u^2``, so
+  ``T3_i^2 = 12 E^4 + 48 U_i^2 E^2 + 16 U_i^4`` with ``U_i`` the largest ``|u|`` on the
+  region, ``(|y_i - eta_i*| + rho ||L^T x_i||) e^{-(s* - rho sqrt(z' S z))}``;
+* Student-t: the four functions of ``u`` in brackets are bounded on the whole real line
+  (``g`` grows like a logarithm); with ``B_1..B_4`` their suprema (found once
+  numerically, on a dense grid refined by a bounded optimiser, then enlarged by 0.1 %),
+  ``T3^2 = B_1^2 E^6 + 3 B_2^2 E^4 + 3 B_3^2 E^2 + B_4^2`` (the same for every datum).
+
+**Trust region.** Where ``L3`` or ``T3`` needs one, the bound holds on
+``R = {q : ||L^{-1}(q - q*)|| <= rho}`` (:mod:`pymc_minibatch_mh.bounds.trust_region`);
+both ends of every move lie in ``R`` (TunaMH rejects proposals outside it before
+reading any datum), and ``R`` is convex, so the whole segment does too. The chain is
+then exact for the posterior restricted to ``R``, whose default radius leaves out
+negligible mass. Every bound here is also checked on each datum the kernel draws.
 
 References
 ----------
@@ -45,7 +89,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import linalg, optimize
 
-from pymc_minibatch_mh.bounds.lipschitz import LipschitzBound, UnsupportedBound, _row_norms
+from pymc_minibatch_mh.bounds.lipschitz import (
+    _CHUNK_ROWS,
+    LipschitzBound,
+    UnsupportedBound,
+    _row_norms,
+)
+from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
+from pymc_minibatch_mh.passes import record_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (that module imports PyMC)
     from pymc_minibatch_mh.likelihood.linear_predictor import LinearPredictorLikelihood
@@ -71,8 +122,31 @@ def _student_t_shape_constant() -> float:
     return float(shape(best.x))
 
 
-#: Families whose per-datum third derivative in the linear predictor is bounded.
-REMAINDER_FAMILIES = ("bernoulli_logit", "normal", "student_t")
+#: Families whose Taylor remainders TunaMH can bound (Poisson and free scales on a trust
+#: region, the others globally).
+REMAINDER_FAMILIES = ("bernoulli_logit", "normal", "student_t", "poisson_log")
+# Safety factor on numerically found suprema (they are found to ~1e-10 relative).
+_SUPREMUM_MARGIN = 1.001
+
+
+def needs_region(lp: LinearPredictorLikelihood) -> bool:
+    """Whether the remainder bound of ``lp`` holds only on a trust region."""
+    parts = getattr(lp, "parts", (lp,))
+    return any(
+        part.family == "poisson_log" or bool(getattr(part, "free_scale", False))
+        for part in parts
+    )
+
+
+def remainder_bound_unavailable(lp) -> str | None:
+    """Why no Taylor-remainder bound exists for ``lp`` (None if one does)."""
+    for part in getattr(lp, "parts", (lp,)):
+        if part.family not in REMAINDER_FAMILIES:
+            return (
+                f"no bound on the third derivative of a {part.family} log-likelihood (which "
+                "bounds its Taylor remainders) is available"
+            )
+    return None
 
 
 def third_derivative_bound(lp: LinearPredictorLikelihood) -> np.ndarray:
@@ -94,11 +168,55 @@ def third_derivative_bound(lp: LinearPredictorLikelihood) -> np.ndarray:
         sigma = np.broadcast_to(np.asarray(lp.params["sigma"], dtype=np.float64), (n,))
         return 2.0 * (nu + 1.0) * _student_t_shape_constant() / (nu**1.5 * sigma**3)
     raise UnsupportedBound(
-        f"No bound on the third derivative of a {lp.family} log-likelihood is available, "
-        "so TunaMH cannot use control variates on this model. Use TunaMH without "
-        "control_variates (with its Lipschitz bound), or MinibatchBarker/Austere with "
-        "control variates."
+        f"No global bound on the third derivative of a {lp.family} log-likelihood is "
+        "available (Poisson's holds on a trust region only, see taylor_remainder_bound; "
+        "Categorical has none here). Use MinibatchBarker/Austere with control variates."
     )
+
+
+def _grid_supremum(fn, upper: float) -> float:
+    """``sup_{0 <= t <= upper} |fn(t)|`` for a smooth ``fn``: dense grid, then a bounded
+    optimiser around the best grid point, times a small safety margin."""
+    grid = np.concatenate([np.linspace(0.0, 10.0, 20_001), np.geomspace(10.0, upper, 2_001)])
+    values = np.abs(fn(grid))
+    k = int(np.argmax(values))
+    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
+    best = optimize.minimize_scalar(
+        lambda t: -abs(float(fn(np.array([t]))[0])),
+        bounds=(lo, hi),
+        method="bounded",
+        options={"xatol": 1e-12},
+    )
+    return _SUPREMUM_MARGIN * max(float(values[k]), -float(best.fun))
+
+
+@lru_cache(maxsize=64)
+def student_t_scale_constants(nu: float) -> tuple[float, float, float, float]:
+    """``B_1..B_4``: suprema over ``u`` of ``|g'''|``, ``|u g''' + 2 g''|``,
+    ``|g' + 3 u g'' + u^2 g'''|`` and ``|u g' + 3 u^2 g'' + u^3 g'''|`` for
+    ``g(u) = -(nu + 1)/2 log(1 + u^2 / nu)`` (each is even or odd in ``u``)."""
+
+    def derivatives(u):
+        v = nu + u * u
+        g1 = -(nu + 1.0) * u / v
+        g2 = -(nu + 1.0) * (nu - u * u) / v**2
+        g3 = 2.0 * (nu + 1.0) * u * (3.0 * nu - u * u) / v**3
+        return g1, g2, g3
+
+    def phi(k):
+        def fn(u):
+            g1, g2, g3 = derivatives(u)
+            return (
+                g3,
+                u * g3 + 2.0 * g2,
+                g1 + 3.0 * u * g2 + u * u * g3,
+                u * g1 + 3.0 * u * u * g2 + u**3 * g3,
+            )[k]
+
+        return fn
+
+    upper = 1e4 * math.sqrt(nu)
+    return tuple(_grid_supremum(phi(k), upper) for k in range(4))
 
 
 @dataclass(frozen=True)
@@ -132,7 +250,11 @@ class RemainderMetric:
 
 
 def taylor_remainder_bound(
-    lp: LinearPredictorLikelihood, reference: np.ndarray, *, chol: np.ndarray | None = None
+    lp: LinearPredictorLikelihood,
+    reference: np.ndarray,
+    *,
+    chol: np.ndarray | None = None,
+    radius: float | None = None,
 ) -> LipschitzBound:
     """TunaMH bound for the Taylor-remainder differences around ``reference``.
 
@@ -145,14 +267,112 @@ def taylor_remainder_bound(
     chol : ndarray, optional
         Lower-triangular ``L`` for the whitened norms (e.g. the Cholesky factor of the
         Laplace covariance); ``None`` for Euclidean norms. Must stay fixed while a chain
-        that has to be exact uses the bound.
+        that has to be exact uses the bound. Required when the bound needs a trust
+        region (Poisson, free scale), whose shape it gives.
+    radius : float, optional
+        Radius of the trust region in units of ``L`` (default
+        :func:`~pymc_minibatch_mh.bounds.trust_region.default_radius`).
+
+    Returns
+    -------
+    LipschitzBound
+        With ``region`` set when the bound holds on a trust region only.
+
+    Several observed variables over the same rows (a ``CompositeLikelihood``): the bound
+    of the sum is the sum of the parts' bounds, which share the metric (and the region).
+
+    Raises
+    ------
+    UnsupportedBound
+        Categorical likelihoods; a trust region without ``chol``; constants that overflow.
     """
+    parts = getattr(lp, "parts", None)
+    if parts is not None:
+        radius = default_radius(np.size(reference)) if radius is None else radius
+        bounds = [taylor_remainder_bound(p, reference, chol=chol, radius=radius) for p in parts]
+        region = next((b.region for b in bounds if b.region is not None), None)
+        families = ", ".join(p.family for p in parts)
+        return LipschitzBound(
+            np.sum([b.c for b in bounds], axis=0),
+            bounds[0].metric,
+            description=f"sum of second-order Taylor remainder bounds ({families})",
+            region=region,
+        )
     if lp.family == "categorical_logit":
         third_derivative_bound(lp)  # raises with the explanation
-    l3 = third_derivative_bound(lp)
-    c = 0.5 * l3 * _row_norms(lp.design, chol) ** 3
+    reference = np.asarray(reference, dtype=np.float64)
+    region = None
+    if needs_region(lp):
+        if chol is None:
+            raise UnsupportedBound(
+                f"The remainder bound of a {lp.family} likelihood"
+                f"{' with a free scale' if lp.free_scale else ''} holds on a trust region "
+                "shaped by the Laplace covariance, which is not available here."
+            )
+        region = TrustRegion(
+            reference, chol, default_radius(reference.size) if radius is None else radius
+        )
+    if getattr(lp, "free_scale", False):
+        c = _free_scale_constants(lp, region)
+    else:
+        norms = _row_norms(lp.design, chol)
+        if lp.family == "poisson_log":
+            eta = lp.linear_predictor(reference)
+            record_rows(lp.n_data, lp.n_data)
+            with np.errstate(over="ignore"):
+                l3 = np.exp(eta + region.radius * norms)
+        else:
+            l3 = third_derivative_bound(lp)
+        c = 0.5 * l3 * norms**3
+    if not np.all(np.isfinite(c)):
+        raise UnsupportedBound(
+            f"The remainder constants of the {lp.family} likelihood overflow on the trust "
+            "region: the linear predictor is too large there. Use MinibatchBarker / Austere."
+        )
+    scale = " with a free scale" if getattr(lp, "free_scale", False) else ""
+    where = f", on a trust region of radius {region.radius:.3g}" if region is not None else ""
     return LipschitzBound(
         c,
-        RemainderMetric(np.asarray(reference, dtype=np.float64), chol),
-        description=f"second-order Taylor remainder of a {lp.family} likelihood",
+        RemainderMetric(reference, chol),
+        description=f"second-order Taylor remainder of a {lp.family} likelihood{scale}{where}",
+        region=region,
     )
+
+
+def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) -> np.ndarray:
+    """``c_i = T3_i ||W A_i L||^3 / 2`` for Normal / Student-t with a free scale."""
+    chol, rho = region.chol, region.radius
+    z = np.asarray(lp.scale_row, dtype=np.float64)
+    lz = chol.T @ z
+    czz = float(lz @ lz)
+    s_half = rho * math.sqrt(czz)
+    s_star = lp.log_scale(region.centre)
+    w = math.exp(-s_star)
+    big_e = math.exp(s_half)  # largest e^{-delta} on the region
+    design = np.asarray(lp.design, dtype=np.float64)
+    n = design.shape[0]
+    xsx = np.empty(n)
+    xsz = np.empty(n)
+    record_rows(n, n)
+    for start in range(0, n, _CHUNK_ROWS):
+        block = design[start : start + _CHUNK_ROWS] @ chol
+        xsx[start : start + _CHUNK_ROWS] = np.einsum("ij,ij->i", block, block)
+        xsz[start : start + _CHUNK_ROWS] = block @ lz
+    g11, g12 = w * w * xsx, w * xsz
+    half_trace, half_gap = 0.5 * (g11 + czz), 0.5 * (g11 - czz)
+    op_norm_sq = half_trace + np.sqrt(half_gap * half_gap + g12 * g12)
+    if lp.family == "normal":
+        eta = lp.linear_predictor(region.centre)
+        record_rows(n, n)
+        residual = np.abs(np.asarray(lp.observed, dtype=np.float64) - eta) + rho * np.sqrt(xsx)
+        u_max = residual * math.exp(s_half - s_star)
+        t3 = np.sqrt(12.0 * big_e**4 + 48.0 * u_max**2 * big_e**2 + 16.0 * u_max**4)
+    else:
+        nu = np.unique(np.asarray(lp.params["nu"], dtype=np.float64))
+        if nu.size != 1:
+            raise UnsupportedBound(
+                "Student-t with a free scale needs one nu for all data (got several values)."
+            )
+        b1, b2, b3, b4 = student_t_scale_constants(float(nu[0]))
+        t3 = math.sqrt(b1**2 * big_e**6 + 3 * b2**2 * big_e**4 + 3 * b3**2 * big_e**2 + b4**2)
+    return 0.5 * t3 * op_norm_sq**1.5

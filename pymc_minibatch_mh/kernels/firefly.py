@@ -388,6 +388,9 @@ class FireflyInfo:
         updates; MALA adds the gradient passes over the bright points).
     n_bright : int
         Bright points after the iteration.
+    region_exits : int
+        1 if the ``q`` proposal fell outside the trust region of the bound (rejected
+        without reading data), else 0.
     """
 
     accepted: bool
@@ -395,6 +398,7 @@ class FireflyInfo:
     batch_size: int
     n_lik_evals: int
     n_bright: int
+    region_exits: int = 0
 
 
 @dataclass(eq=False)
@@ -591,7 +595,10 @@ def theta_update(
 ) -> tuple[bool, float, int, int]:
     """Metropolis(-adjusted Langevin) update of ``q`` given ``z``, in place.
 
-    Returns ``(accepted, accept_prob, rows_touched, lik_evals)``.
+    Returns ``(accepted, accept_prob, rows_touched, lik_evals, region_exit)``. When the
+    bound holds on a trust region only (``bound.region``), a proposal outside it is
+    rejected before any datum is read (``region_exit`` 1): the chain targets the
+    posterior restricted to the region.
     """
     temp = settings.temperature
     bright = np.asarray(state.store.bright_indices(), dtype=np.int64)
@@ -616,9 +623,12 @@ def theta_update(
         new, log_q_ratio = proposal(rng, state.position, scaling)
     log_v = math.log1p(-rng.random())  # log(1 - u), u in [0, 1): never log(0)
 
+    region = getattr(bound, "region", None)
+    if region is not None and not region.contains(new):
+        return False, 0.0, 0, n_evals, 1
     lp_new = float(target.logprior(new))
     if not math.isfinite(lp_new):
-        return False, 0.0, 0, n_evals
+        return False, 0.0, 0, n_evals, 0
     if bright.size:
         loglik = target.loglik(new, bright)
         n_evals += bright.size
@@ -635,7 +645,7 @@ def theta_update(
         log_lt_new = np.empty(0)
         lt_sum_new = 0.0
     if not math.isfinite(lt_sum_new):  # a bright point would have Ltilde = 0 (or NaN)
-        return False, 0.0, bright.size, n_evals
+        return False, 0.0, bright.size, n_evals, 0
     bound_sum_new = float(bound.log_bound_sum(new))
     log_new = lp_new + bound_sum_new / temp + lt_sum_new
     log_ratio = log_new - state.log_density(temp)
@@ -649,7 +659,7 @@ def theta_update(
         ) - _mala_log_density(new, state.position, grad, scaling, proposal.chol)
     log_ratio += log_q_ratio
     if math.isnan(log_ratio):
-        return False, 0.0, bright.size, n_evals
+        return False, 0.0, bright.size, n_evals, 0
     accept_prob = math.exp(min(0.0, log_ratio))
     if log_v <= log_ratio:
         state.position = new
@@ -658,8 +668,8 @@ def theta_update(
         state.log_lt[bright] = log_lt_new
         state.prior_grad = prior_grad_new
         state.data_grad = data_grad_new
-        return True, accept_prob, bright.size, n_evals
-    return False, accept_prob, bright.size, n_evals
+        return True, accept_prob, bright.size, n_evals, 0
+    return False, accept_prob, bright.size, n_evals, 0
 
 
 # ------------------------------------------------------------------------ z | q
@@ -738,7 +748,7 @@ def firefly_kernel(
     (FireflyState, FireflyInfo)
     """
     proposal = proposal if proposal is not None else RandomWalkProposal(None)
-    accepted, accept_prob, rows, n_evals = theta_update(
+    accepted, accept_prob, rows, n_evals, region_exit = theta_update(
         rng, state, target, bound, settings, scaling, proposal
     )
     proposed = brightness_update(rng, state, target, bound, settings)
@@ -748,5 +758,6 @@ def firefly_kernel(
         batch_size=int(rows + proposed),
         n_lik_evals=int(n_evals + proposed),
         n_bright=int(state.store.n_bright),
+        region_exits=int(region_exit),
     )
     return state, info

@@ -24,12 +24,14 @@ bound. If ``E[B] = chi C^2 M^2 + C M`` exceeds ``N``, the step is an ordinary
 full-data MH step instead; the switch depends only on the symmetric ``M``, so
 both branches are reversible and so is their mixture.
 
-When the bound holds only on a box (``bound.box``), the box is treated like the
+When the bound holds only on a box (``bound.box``) or a trust region (``bound.region``,
+an ellipsoid around the reference point), that set is treated like the
 support of the prior: a proposal outside it is rejected before the prior or any datum
 is evaluated, and a chain that starts outside it accepts the first proposal that lands
 inside (again without data), as from any zero-density state. The chain is reversible
-with respect to the posterior restricted to the box (the full posterior when the box
-contains the prior support).
+with respect to the posterior restricted to that set (the full posterior when a box
+contains the prior support; for a trust region, see
+:mod:`pymc_minibatch_mh.bounds.trust_region`).
 
 References
 ----------
@@ -101,6 +103,9 @@ class TunaInfo:
         Size of the kept multiset ``I``.
     chi : float
         The ``chi`` used in this step.
+    region_exits : int
+        1 if the proposal fell outside the box or trust region on which the bound holds
+        (rejected without reading data), else 0.
     """
 
     accepted: bool
@@ -110,6 +115,7 @@ class TunaInfo:
     poisson_draws: int
     n_kept: int
     chi: float
+    region_exits: int = 0
 
 
 # ------------------------------------------------------------------ the two formulas
@@ -201,13 +207,14 @@ def tuna_kernel(
     chi = settings.chi
     # Outside the box where the bound holds the target density counts as 0, as outside
     # the prior support (O(D) checks; always inside without a box).
-    lp_new = float(target.logprior(proposal)) if bound.contains(proposal) else -math.inf
+    inside = bound.contains(proposal)
+    lp_new = float(target.logprior(proposal)) if inside else -math.inf
     lp_old = state.logprior if bound.contains(state.position) else -math.inf
     prior_part = lp_new - lp_old + log_q_ratio
     if not math.isfinite(prior_part):
         # Outside the prior support or the box (or NaN): decided without touching data.
         accepted = prior_part == math.inf
-        info = TunaInfo(accepted, float(accepted), 0, 0, 0, 0, chi)
+        info = TunaInfo(accepted, float(accepted), 0, 0, 0, 0, chi, int(not inside))
         return (ChainState(proposal, lp_new) if accepted else state), info
 
     inv_k = 1.0 / settings.temperature

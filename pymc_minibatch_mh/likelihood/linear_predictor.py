@@ -13,8 +13,11 @@ any free variable):
 
 - ``"bernoulli_logit"``: ``Bernoulli(logit_p=eta)`` or ``Bernoulli(p=invlogit(eta))``;
 - ``"poisson_log"``: ``Poisson(mu=exp(eta))``;
-- ``"normal"``: ``Normal(mu=eta, sigma=fixed)``;
-- ``"student_t"``: ``StudentT(nu=fixed, mu=eta, sigma=fixed)``;
+- ``"normal"``: ``Normal(mu=eta, sigma=s)``;
+- ``"student_t"``: ``StudentT(nu=fixed, mu=eta, sigma=s)``;
+
+where ``s`` is fixed or a free scale shared by all data whose log is affine in ``q``
+(a positive variable sampled on the log scale, e.g. ``pm.HalfNormal("sigma", 1)``).
 - ``"categorical_logit"``: ``Categorical(logit_p=X @ W + b)``.
 
 Anything else raises :class:`UnsupportedLikelihood`, whose message says what was
@@ -23,6 +26,7 @@ found; TunaMH and FlyMC then need explicit bounds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -56,6 +60,8 @@ from pymc_minibatch_mh.passes import record_rows
 
 __all__ = [
     "FAMILIES",
+    "SCALE_FAMILIES",
+    "CompositeLikelihood",
     "LinearPredictorLikelihood",
     "UnsupportedLikelihood",
     "recognise_linear_predictor",
@@ -63,11 +69,15 @@ __all__ = [
 
 FAMILIES = ("bernoulli_logit", "student_t", "normal", "poisson_log", "categorical_logit")
 _SCALAR_FAMILIES = ("bernoulli_logit", "student_t", "normal", "poisson_log")
+#: Families whose scale ``sigma`` may be a free parameter (log sigma affine in q).
+SCALE_FAMILIES = ("normal", "student_t")
 
 _SUPPORTED = (
-    "Supported likelihoods (one observed variable, eta affine in the sampled variables): "
+    "Supported likelihoods (one or more observed variables over the same rows, eta affine in "
+    "the sampled variables): "
     "Bernoulli(logit_p=eta) or Bernoulli(p=pm.math.invlogit(eta)); Poisson(mu=pm.math.exp(eta)); "
-    "Normal(mu=eta, sigma=<fixed>); StudentT(nu=<fixed>, mu=eta, sigma=<fixed>); "
+    "Normal(mu=eta, sigma=s); StudentT(nu=<fixed>, mu=eta, sigma=s) with s fixed or one free "
+    "positive scale; "
     "Categorical(logit_p=X @ W + b)."
 )
 _BOUNDS_HINT = (
@@ -120,6 +130,11 @@ class LinearPredictorLikelihood:
     params : dict
         Fixed family parameters, each a float or an ``(N,)`` array:
         ``{"nu", "sigma"}`` for Student-t, ``{"sigma"}`` for Normal, empty otherwise.
+        Without ``"sigma"`` when the scale is free (``scale_row``).
+    scale_row, scale_offset : ndarray and float, optional
+        Normal and Student-t with a free scale: ``log sigma = scale_row @ q +
+        scale_offset``, the same for every datum (e.g. ``sigma`` a positive free
+        variable sampled on the log scale). None for a fixed ``sigma``.
     coef_map, coef_offset : ndarray, optional
         ``"categorical_logit"`` only: ``A`` of shape ``(P*K, D)`` and ``w0`` of shape
         ``(P*K,)`` such that ``logits = design @ (A @ q + w0).reshape(P, K) + offset``.
@@ -148,6 +163,8 @@ class LinearPredictorLikelihood:
     coef_map: np.ndarray | None = None
     coef_offset: np.ndarray | None = None
     n_classes: int | None = None
+    scale_row: np.ndarray | None = None
+    scale_offset: float = 0.0
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -186,6 +203,23 @@ class LinearPredictorLikelihood:
             if self.coef_map is not None or self.coef_offset is not None:
                 raise ValueError("coef_map / coef_offset are only used by categorical_logit.")
         needed = {"student_t": {"nu", "sigma"}, "normal": {"sigma"}}.get(self.family, set())
+        if self.scale_row is not None:
+            if self.family not in SCALE_FAMILIES:
+                raise ValueError(
+                    f"scale_row (a free scale) is only used by {SCALE_FAMILIES}; got "
+                    f"{self.family!r}."
+                )
+            scale_row = _frozen(self.scale_row, np.float64)
+            if scale_row.shape != (design.shape[1],) or not np.all(np.isfinite(scale_row)):
+                raise ValueError(
+                    f"scale_row must be a finite vector of length D = {design.shape[1]}; got "
+                    f"shape {scale_row.shape}."
+                )
+            if not math.isfinite(float(self.scale_offset)):
+                raise ValueError("scale_offset must be finite.")
+            object.__setattr__(self, "scale_row", scale_row)
+            object.__setattr__(self, "scale_offset", float(self.scale_offset))
+            needed = needed - {"sigma"}
         if set(self.params) != needed:
             raise ValueError(
                 f"{self.family} needs params {sorted(needed)}, got {sorted(self.params)}."
@@ -239,6 +273,17 @@ class LinearPredictorLikelihood:
             return self.design[rows] @ self.coefficients(q) + self.offset[rows]
         return self.design[rows] @ q + self.offset[rows]
 
+    @property
+    def free_scale(self) -> bool:
+        """Whether ``sigma`` is a free parameter (``log sigma = scale_row @ q + offset``)."""
+        return self.scale_row is not None
+
+    def log_scale(self, q: np.ndarray) -> float:
+        """``log sigma`` at ``q`` (free scale only)."""
+        if self.scale_row is None:
+            raise ValueError("log_scale() needs a free scale (scale_row).")
+        return float(self.scale_row @ np.asarray(q, dtype=np.float64) + self.scale_offset)
+
     def loglik(self, q: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
         """Untempered per-datum log-likelihood of the rows ``idx`` (all rows if None)."""
         rows = slice(None) if idx is None else np.asarray(idx)
@@ -247,7 +292,56 @@ class LinearPredictorLikelihood:
             name: value if np.ndim(value) == 0 else value[rows]
             for name, value in self.params.items()
         }
+        if self.scale_row is not None:
+            params["sigma"] = math.exp(self.log_scale(q))
         return family_loglik(self.family, eta, self.observed[rows], params)
+
+
+@dataclass(frozen=True, eq=False)
+class CompositeLikelihood:
+    """Several observed variables over the same N rows: ``l_i = sum_k l_i^(k)``.
+
+    Each part is a :class:`LinearPredictorLikelihood` over the same raveled block ``q``;
+    bounds that share a metric add up part by part (TunaMH's remainder bounds do).
+
+    Parameters
+    ----------
+    parts : tuple of LinearPredictorLikelihood
+        One per observed variable, each with N rows.
+    names : tuple of str
+        The observed variables' names, in the same order.
+    """
+
+    parts: tuple
+    names: tuple
+    family: str = "composite"
+
+    def __post_init__(self) -> None:
+        if len(self.parts) < 2 or len(self.names) != len(self.parts):
+            raise ValueError("A composite likelihood needs two or more named parts.")
+        sizes = {(part.n_data, part.ndim) for part in self.parts}
+        if len(sizes) != 1:
+            raise ValueError(f"The parts disagree on (N, D): {sorted(sizes)}.")
+
+    @property
+    def n_data(self) -> int:
+        return self.parts[0].n_data
+
+    @property
+    def ndim(self) -> int:
+        return self.parts[0].ndim
+
+    @property
+    def free_scale(self) -> bool:
+        return any(getattr(part, "free_scale", False) for part in self.parts)
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        return tuple(part.family for part in self.parts)
+
+    def loglik(self, q: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        """Untempered per-datum log-likelihood (sum over the parts)."""
+        return sum(part.loglik(q, idx) for part in self.parts)
 
 
 def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> np.ndarray:
@@ -304,7 +398,7 @@ def recognise_linear_predictor(
     shared: dict,
     initial_point: dict,
     check_against: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-) -> LinearPredictorLikelihood:
+) -> LinearPredictorLikelihood | CompositeLikelihood:
     """Express the model's likelihood as a known family of an affine linear predictor.
 
     ``eta`` (the logits for Categorical) is read from the observed variable's
@@ -327,7 +421,8 @@ def recognise_linear_predictor(
     Parameters
     ----------
     model : pymc.Model
-        Model with exactly one observed variable.
+        Model with one observed variable, or several sharing the N rows (each must be a
+        recognised family; the result is then a :class:`CompositeLikelihood`).
     value_vars : sequence of TensorVariable
         Value variables of the sampled block, in raveling order.
     shared : dict
@@ -342,7 +437,7 @@ def recognise_linear_predictor(
 
     Returns
     -------
-    LinearPredictorLikelihood
+    LinearPredictorLikelihood or CompositeLikelihood
 
     Raises
     ------
@@ -376,38 +471,44 @@ def recognise_linear_predictor(
     """
     value_vars = list(value_vars)
     observed_rvs = list(model.observed_RVs)
-    if len(observed_rvs) != 1:
-        names = [rv.name for rv in observed_rvs]
-        raise UnsupportedLikelihood(
-            f"The model has {len(observed_rvs)} observed variables ({names}); the "
-            "linear-predictor recogniser needs exactly one. " + _SUPPORTED + " " + _BOUNDS_HINT
-        )
-    rv = observed_rvs[0]
     n_data = datum_count(model)
     _refuse_data_potentials(model, n_data)
-    family, link_params, fixed = _match_family(rv)
-    observed = _observed_values(model, rv, family, n_data)
-
     q0 = np.concatenate(
         [np.asarray(initial_point[v.name], dtype=np.float64).ravel() for v in value_vars]
     )
-    context = _Context(model, value_vars, shared, initial_point, rv, n_data, q0)
-    if family == "categorical_logit":
-        result = _recognise_categorical(context, link_params, observed)
+    parts, contexts = [], []
+    for rv in observed_rvs:
+        family, link_params, fixed = _match_family(rv)
+        observed = _observed_values(model, rv, family, n_data)
+        context = _Context(model, value_vars, shared, initial_point, rv, n_data, q0)
+        if family == "categorical_logit":
+            part = _recognise_categorical(context, link_params, observed)
+        else:
+            part = _recognise_scalar(context, family, link_params, fixed, observed)
+        parts.append(part)
+        contexts.append(context)
+    names = ", ".join(repr(rv.name) for rv in observed_rvs)
+    if len(parts) == 1:
+        result = parts[0]
     else:
-        result = _recognise_scalar(context, family, link_params, fixed, observed)
+        # Each part is checked against its own observed variable first (clear messages).
+        for part, context in zip(parts, contexts, strict=True):
+            _self_check(part, context.model_loglik(), q0, context.rv.name)
+        result = CompositeLikelihood(tuple(parts), tuple(rv.name for rv in observed_rvs))
 
     if check_against is None:
-        _self_check(result, context.model_loglik(), q0, rv.name)
+        if len(parts) == 1:
+            _self_check(result, contexts[0].model_loglik(), q0, names)
         return result
     try:
-        _self_check(result, check_against, q0, rv.name)
+        _self_check(result, check_against, q0, names)
     except UnsupportedLikelihood:
         # Tell apart "we misread the model" from "the reference is not the model".
-        _self_check(result, context.model_loglik(), q0, rv.name)
+        if len(parts) == 1:
+            _self_check(result, contexts[0].model_loglik(), q0, names)
         raise UnsupportedLikelihood(
             f"The per-datum log-likelihood passed as `check_against` disagrees with the full-data "
-            f"log-likelihood of {rv.name!r}, while the recognised {result.family} likelihood "
+            f"log-likelihood of {names}, while the recognised {result.family} likelihood "
             "agrees with the latter. The minibatch graph probably reduces over the data axis "
             "(e.g. in-graph centring `x - x.mean(0)`, which then uses the minibatch mean): "
             "precompute such statistics in numpy and pass them as data."
@@ -634,11 +735,16 @@ def _recognise_scalar(
     ctx: _Context, family: str, eta_rv: Variable, fixed_rv: dict, observed: np.ndarray
 ) -> LinearPredictorLikelihood:
     n_data, name = ctx.n_data, ctx.rv.name
-    eta, *fixed = ctx.model.replace_rvs_by_values([eta_rv, *fixed_rv.values()])
+    eta, *graphs = ctx.model.replace_rvs_by_values([eta_rv, *fixed_rv.values()])
     _refuse_outside_block(ctx, eta, f"the linear predictor of {name!r}")
-    for param_name, graph in zip(fixed_rv, fixed, strict=True):
+    fixed, scale_graph = {}, None
+    for param_name, graph in zip(fixed_rv, graphs, strict=True):
         free = ctx.free_inputs(graph)
-        if free:
+        if not free:
+            fixed[param_name] = graph
+        elif param_name == "sigma" and family in SCALE_FAMILIES:
+            scale_graph = graph
+        else:
             raise UnsupportedLikelihood(
                 f"Parameter {param_name!r} of the {_family_label(family)} likelihood of {name!r} "
                 f"depends on the free variable(s) {[v.name for v in free]}. TunaMH/FlyMC bounds "
@@ -647,9 +753,12 @@ def _recognise_scalar(
             )
     params = {}
     if fixed:
-        values = ctx.compile(list(fixed))(ctx.q0)
-        for param_name, value in zip(fixed_rv, values, strict=True):
+        values = ctx.compile(list(fixed.values()))(ctx.q0)
+        for param_name, value in zip(fixed, values, strict=True):
             params[param_name] = _as_param(value, param_name, name, n_data)
+    scale_row, scale_offset = None, 0.0
+    if scale_graph is not None:
+        scale_row, scale_offset = _recognise_log_scale(ctx, family, scale_graph)
 
     parts = _decompose(ctx, eta, (), f"The linear predictor of {name!r}")
     design = parts.residual_jac
@@ -665,8 +774,47 @@ def _recognise_scalar(
     what = f"The linear predictor of {name!r}"
     _verify_affine(ctx, parts.full, predict, _columns(ctx, eta), what)
     return LinearPredictorLikelihood(
-        family=family, design=design, offset=offset, observed=observed, params=params
+        family=family,
+        design=design,
+        offset=offset,
+        observed=observed,
+        params=params,
+        scale_row=scale_row,
+        scale_offset=scale_offset,
     )
+
+
+def _recognise_log_scale(ctx: _Context, family: str, sigma: Variable) -> tuple[np.ndarray, float]:
+    """``log sigma = row @ q + offset`` for a free scale shared by every datum."""
+    name = ctx.rv.name
+    what = f"log(sigma) of the {_family_label(family)} likelihood of {name!r}"
+    _refuse_outside_block(ctx, sigma, what)
+    scale_fn = ctx.compile([pt.log(sigma)])
+
+    def evaluate(q):
+        (value,) = scale_fn(q)
+        return np.asarray(value, dtype=np.float64).ravel()
+
+    columns = _columns(ctx, sigma)
+    jac, offset = _linearise(evaluate, ctx.q0, columns)
+    if offset.size != 1 and not (
+        np.allclose(jac, jac[:1], rtol=_affine_rtol(), atol=_affine_rtol())
+        and np.allclose(offset, offset[0], rtol=_affine_rtol(), atol=_affine_rtol())
+    ):
+        raise UnsupportedLikelihood(
+            f"sigma of the {_family_label(family)} likelihood of {name!r} depends on free "
+            f"variables and differs between data points ({offset.size} values). TunaMH's "
+            "bounds cover one free scale shared by all data (e.g. `sigma = "
+            "pm.HalfNormal('sigma', 1)`); for per-group scales use MinibatchBarker / Austere. "
+            + _BOUNDS_HINT
+        )
+    row, base = jac[0], float(offset[0])
+
+    def predict(q):
+        return np.full(offset.size, row @ q + base)
+
+    _verify_affine(ctx, evaluate, predict, columns, what.capitalize())
+    return row, base
 
 
 def _family_label(family: str) -> str:

@@ -105,6 +105,7 @@ _REDUCERS = {
     "poisson_draws": sum,
     "n_kept": sum,
     "chi": lambda xs: xs[-1],
+    "region_exits": sum,
 }
 
 

@@ -16,11 +16,15 @@ from pymc_minibatch_mh.bounds.jaakkola_jordan import (
     map_tuned_jaakkola_jordan,
     untuned_jaakkola_jordan,
 )
+from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
+from pymc_minibatch_mh.bounds.poisson_log import map_tuned_poisson_log
 from pymc_minibatch_mh.bounds.student_t import map_tuned_student_t, untuned_student_t
+from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
 from pymc_minibatch_mh.kernels.adaptation import ScaleAdaptation
 from pymc_minibatch_mh.kernels.firefly import (
     THETA_UPDATES,
     BrightFractionAverage,
+    FireflyInfo,
     FireflySettings,
     FireflyState,
     firefly_kernel,
@@ -32,7 +36,7 @@ from pymc_minibatch_mh.progress import progress_status
 from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep, MinibatchStepState
 from pymc_minibatch_mh.step_methods.reference import block_position, find_map
 
-BOUND_FAMILIES = ("bernoulli_logit", "categorical_logit", "student_t")
+BOUND_FAMILIES = ("bernoulli_logit", "categorical_logit", "student_t", "poisson_log")
 #: q_db of the FlyMC paper's logistic-regression experiment (also used before tuning).
 PAPER_Q_DB = {"untuned": 0.1, "map": 0.01}
 #: Largest q_db chosen by tuning (the paper's untuned value).
@@ -70,11 +74,14 @@ class FlyMC(MinibatchStep):
     bound : {"map", "untuned"} or bound object, default "map"
         ``"map"``: bounds tight at the MAP (Jaakkola–Jordan with
         ``xi_n = |eta_n(MAP)|``, Böhning with ``psi_n`` the MAP logits, Student-t
-        with ``xi_n`` the MAP residual). ``"untuned"``: ``xi = 1.5`` (JJ),
-        ``psi = 0`` (Böhning), ``xi = 0`` (Student-t). The family is recognised from
-        the model: ``Bernoulli(logit_p=eta)``, ``Categorical(logit_p=X @ W + b)`` and
-        ``StudentT(nu, mu=eta, sigma)`` with ``eta`` affine in the sampled
-        variables and fixed ``nu``, ``sigma``. For other likelihoods pass an object
+        with ``xi_n`` the MAP residual, Poisson with the MAP's ``eta_n`` as anchor and
+        the largest curvature on a trust region, see ``trust_radius``).
+        ``"untuned"``: ``xi = 1.5`` (JJ), ``psi = 0`` (Böhning), ``xi = 0`` (Student-t;
+        Poisson refuses it). The family is recognised from the model:
+        ``Bernoulli(logit_p=eta)``, ``Categorical(logit_p=X @ W + b)``,
+        ``StudentT(nu, mu=eta, sigma)`` with fixed ``nu``, ``sigma``, and
+        ``Poisson(mu=pm.math.exp(eta))``, with ``eta`` affine in the sampled
+        variables (a free ``sigma`` is refused: use TunaMH). For other likelihoods pass an object
         with ``n_data``, ``log_bound(q, idx)``, ``log_bound_sum(q)`` (and, for MALA,
         ``log_bound_sum_grad(q)`` and ``log_bound_weighted_grad(q, idx, w)``) over the
         raveled unconstrained vector ``q`` of ``vars``; see
@@ -109,6 +116,12 @@ class FlyMC(MinibatchStep):
         Default 0.234 (RW) or 0.574 (MALA).
     check_bound : bool, default True
         Raise if a computed ``log L_n - log B_n`` proves the bound invalid.
+    trust_radius : float, optional
+        Poisson only: the bound holds on the ellipsoid of this many Laplace standard
+        deviations around the MAP (default ``sqrt(D) + 8``); ``theta`` proposals outside
+        it are rejected without reading data (stat ``region_exits``), so the chain is
+        exact for the posterior restricted to it (see
+        :mod:`pymc_minibatch_mh.bounds.trust_region`).
     start_at_reference : bool, default True
         With ``bound="map"``, chains that start by tuning begin at the MAP, where the
         bounds are tight (far from it most points are bright and mixing is slow).
@@ -180,7 +193,11 @@ initial_point, compile_kwargs, blocked
     # 866 with 10, which still cost under 2 ms per draw).
     default_steps_per_draw = 10
     progress_columns = {"n_bright": "Bright"}
-    stats_dtypes_shapes = {**COMMON_STATS, "n_bright": (np.int64, [])}
+    stats_dtypes_shapes = {
+        **COMMON_STATS,
+        "n_bright": (np.int64, []),
+        "region_exits": (np.int64, []),
+    }
     _state_class = FlyMCState
 
     def __init__(
@@ -192,8 +209,14 @@ initial_point, compile_kwargs, blocked
         q_db: float | None = None,
         theta_update: str = "rw",
         check_bound: bool = True,
+        trust_radius: float | None = None,
         **kwargs,
     ):
+        if trust_radius is not None and not (math.isfinite(trust_radius) and trust_radius > 0):
+            raise ValueError(
+                f"trust_radius must be a positive finite number (or None); got {trust_radius}."
+            )
+        self.trust_radius = trust_radius
         if theta_update not in THETA_UPDATES:
             raise ValueError(f"theta_update must be one of {THETA_UPDATES}; got {theta_update!r}.")
         if q_db is not None and not 0.0 < q_db <= 1.0:
@@ -273,10 +296,32 @@ initial_point, compile_kwargs, blocked
             raise UnsupportedLikelihood(
                 f"FlyMC could not build bounds automatically: {err} FlyMC has built-in bounds "
                 "for Bernoulli-logit (Jaakkola–Jordan), Categorical-softmax (Böhning) and "
-                "Student-t (Gaussian) likelihoods; for another likelihood pass "
+                "Student-t (Gaussian) and Poisson-log (trust region) likelihoods; for another "
+                "likelihood pass "
                 "`bound=<object>` with n_data, log_bound(q, idx) and log_bound_sum(q) "
                 "(see pymc_minibatch_mh.bounds)."
             ) from None
+        if lp.family == "composite":
+            raise UnsupportedLikelihood(
+                f"FlyMC has no built-in bound for several observed variables "
+                f"({', '.join(lp.names)}). TunaMH() samples such models exactly when each "
+                "likelihood is a recognised family; MinibatchBarker() / Austere() need no "
+                "bound. Or pass `bound=<object>` with n_data, log_bound(q, idx) and "
+                "log_bound_sum(q)."
+            )
+        if lp.free_scale:
+            raise UnsupportedLikelihood(
+                f"FlyMC has no built-in bound for a {lp.family} likelihood with a free scale "
+                "sigma (its bounds need sigma fixed). TunaMH() samples this model exactly "
+                "(its control-variate bound covers a free scale); MinibatchBarker() / Austere() "
+                "need no bound. Or pass `bound=<object>` with n_data, log_bound(q, idx) and "
+                "log_bound_sum(q)."
+            )
+        if lp.family == "poisson_log" and self._bound_request != "map":
+            raise UnsupportedLikelihood(
+                "FlyMC's Poisson-log bound holds on a trust region around the MAP, so it needs "
+                "bound='map' (the default), not bound='untuned'."
+            )
         if lp.family not in BOUND_FAMILIES:
             hint = (
                 " A Normal likelihood with fixed sigma is exactly Gaussian in the "
@@ -302,8 +347,20 @@ initial_point, compile_kwargs, blocked
             # Tuning chains start where the MAP-tuned bounds are tight.
             self._start_centre = q_map
         status = f"FlyMC: summing {kind} bounds over {self.tall_data.n_data:,} data points"
+        region = None
+        if lp.family == "poisson_log":
+            if self._laplace_chol is None:
+                raise UnsupportedBound(
+                    "FlyMC's Poisson-log bound holds on a trust region shaped by the Laplace "
+                    "covariance at the MAP, which is not available (proposal='rw' or a failed "
+                    "Laplace fit). Use the default proposal, or MinibatchBarker / Austere."
+                )
+            radius = self.trust_radius
+            if radius is None:
+                radius = default_radius(self.tall_data.ndim)
+            region = TrustRegion(q_map, self._laplace_chol, radius)
         with progress_status(status, enabled=self.progressbar):
-            return _build_bound(lp, q_map, block_position(initial_point, self.vars))
+            return _build_bound(lp, q_map, block_position(initial_point, self.vars), region)
 
     def _map_position(self, model, initial_point, map_point) -> np.ndarray:
         ndim = self.tall_data.ndim
@@ -379,6 +436,9 @@ initial_point, compile_kwargs, blocked
         )
 
     def _transition(self, state: ChainState):
+        region = getattr(self.bound, "region", None)
+        if region is not None and not region.contains(state.position):
+            return self._enter_region(state, region)
         settings = self.settings
         fly = self.firefly
         fresh = fly is None or not np.array_equal(fly.position, state.position)
@@ -400,6 +460,19 @@ initial_point, compile_kwargs, blocked
             info = replace(info, batch_size=n, n_lik_evals=info.n_lik_evals + n)
         self._last_n_bright = info.n_bright
         return ChainState(fly.position, fly.logprior), info
+
+    def _enter_region(self, state: ChainState, region) -> tuple[ChainState, FireflyInfo]:
+        """A chain outside the trust region (a start there, or another step moved it out)
+        has density 0 on the restricted target: like any zero-density state, it accepts the
+        first proposal that lands inside, without reading data; z is drawn afresh there."""
+        proposal, scaling = self._choose_move()
+        moved, _ = proposal(self.rng, state.position, scaling)
+        inside = region.contains(moved) and math.isfinite(self.tall_data.logprior(moved))
+        self.firefly = None
+        info = FireflyInfo(inside, float(inside), 0, 0, 0, int(not inside))
+        if not inside:
+            return state, info
+        return ChainState(moved, float(self.tall_data.logprior(moved))), info
 
     def _adapt(self, position: np.ndarray, accept_prob: float) -> None:
         """Base tuning (scale, covariance) plus ``q_db`` := running mean bright fraction."""
@@ -429,9 +502,12 @@ initial_point, compile_kwargs, blocked
         return stats
 
 
-def _build_bound(lp, q_map: np.ndarray | None, q_init: np.ndarray):
-    """Bounds of the recognised family: MAP-tuned if ``q_map`` is given, else untuned."""
+def _build_bound(lp, q_map: np.ndarray | None, q_init: np.ndarray, region=None):
+    """Bounds of the recognised family: MAP-tuned if ``q_map`` is given, else untuned
+    (Poisson-log: MAP-tuned on the trust region ``region``)."""
     family = lp.family
+    if family == "poisson_log":
+        return map_tuned_poisson_log(lp.design, lp.offset, lp.observed, q_map, region)
     if family == "bernoulli_logit":
         if q_map is None:
             return untuned_jaakkola_jordan(

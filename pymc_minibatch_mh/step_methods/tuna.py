@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pymc as pm
+from pymc.stats.convergence import SamplerWarning, WarningType
 from pymc.step_methods.state import dataclass_state
 from pytensor.tensor.random.basic import UniformRV
 
@@ -16,7 +17,11 @@ from pymc_minibatch_mh.bounds.lipschitz import (
     LipschitzBound,
     UnsupportedBound,
 )
-from pymc_minibatch_mh.bounds.taylor_remainder import REMAINDER_FAMILIES, taylor_remainder_bound
+from pymc_minibatch_mh.bounds.taylor_remainder import (
+    remainder_bound_unavailable,
+    taylor_remainder_bound,
+)
+from pymc_minibatch_mh.bounds.trust_region import RADIUS_MARGIN, default_radius
 from pymc_minibatch_mh.kernels.alias import AliasTable
 from pymc_minibatch_mh.kernels.proposals import ProposalMixture
 from pymc_minibatch_mh.kernels.target import ChainState
@@ -78,27 +83,40 @@ class TunaMH(MinibatchStep):
 
     Bounds are found automatically by inspecting the model when its likelihood is
     a known family of a linear predictor ``eta = X q + o`` (affine in the sampled
-    block, intercepts included):
+    block, intercepts included). Without control variates (``control_variates=False``)
+    they bound the log-likelihood itself:
 
     * Bernoulli with logit link: ``c_i = ||x_i||``;
     * Student-t with fixed ``nu`` and ``sigma``: ``c_i = (nu + 1) ||x_i|| / (2 sqrt(nu) sigma)``;
     * Categorical with softmax link: ``c_i = sqrt(2) ||x_i|| ||A||``;
     * Poisson with log link, Normal with fixed ``sigma``: only when every sampled
       variable has an untransformed ``pm.Uniform`` prior (a bounded box), with the
-      largest slope over that box. Otherwise the step refuses.
+      largest slope over that box. Otherwise the step refuses, as it does for a free
+      scale ``sigma``.
 
     ``M`` is ``||L^{-1}(q - q')||`` with ``L`` the Cholesky factor of the proposal
     covariance (``c_i`` then uses ``L^T x_i``), or the Euclidean norm when the
     proposal is isotropic. Other likelihoods need ``c=`` and ``metric=``.
 
-    With ``control_variates=True`` the subsampled energies are the remainders of a
-    second-order Taylor expansion of each per-datum log-likelihood around the reference
-    point (the MAP by default), whose full-data sum enters the ratio exactly. They are
-    bounded through the third derivative of the log-likelihood in the linear predictor
-    (Bernoulli-logit, Student-t, Normal; see
-    :mod:`pymc_minibatch_mh.bounds.taylor_remainder`), with norms whitened by the Laplace
-    covariance. Near the posterior mode ``C M`` is then of order ``N^{-1/2}``, so most
-    steps read no data at all, and the chain stays exact.
+    With control variates (the default whenever every free variable of the likelihood is
+    in the block) the subsampled energies are the remainders of a second-order Taylor
+    expansion of each per-datum log-likelihood around the reference point (the MAP by
+    default), whose full-data sum enters the ratio exactly. They are bounded through the
+    third derivative of the log-likelihood in the linear predictor (and ``log sigma``),
+    with norms whitened by the Laplace covariance
+    (:mod:`pymc_minibatch_mh.bounds.taylor_remainder` derives each bound):
+
+    * Bernoulli-logit, Normal and Student-t with fixed ``sigma``: global bounds;
+    * Poisson with log link, and Normal / Student-t (fixed ``nu``) with a free scale
+      ``sigma`` shared by all data: bounds on a **trust region**, the ellipsoid of
+      ``trust_radius`` Laplace standard deviations around the reference point. Proposals
+      outside it are rejected without reading data, so the chain is exact for the
+      posterior restricted to the region, which by default leaves out negligible mass;
+      the stat ``region_exits`` counts such proposals and a warning is issued after
+      tuning if one occurs.
+
+    Near the posterior mode ``C M`` is then of order ``N^{-1/2}``, so most steps read no
+    data at all, and the chain stays exact.
 
     Parameters
     ----------
@@ -126,6 +144,10 @@ class TunaMH(MinibatchStep):
         Per-datum constants (shape ``(N,)``), instead of ``bound``.
     metric : callable, optional
         ``metric(q, q_new) -> float`` with ``c``; default the Euclidean norm.
+    trust_radius : float, optional
+        Radius (in Laplace standard deviations) of the trust region used by the
+        remainder bounds that need one (see above). Default ``sqrt(D) + 8``; larger values
+        give larger constants (more data per step) and a region further from the bulk.
     precondition : bool, default True
         For automatic bounds: while tuning, whiten the metric with the tuned proposal
         covariance (rebuilding ``c`` and the alias table when it changes). Both are
@@ -153,8 +175,9 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
     -----
     Sample stats: ``accepted``, ``accept`` (``min(1, r)``), ``batch_size`` (the Poisson
     draw ``B``, ejected points included, or ``N`` on a full-data step), ``n_lik_evals``
-    (``2 B``), ``poisson_draws`` (``B``; 0 on a full-data step), ``n_kept``, ``scaling``
-    and ``chi``. With ``steps_per_draw > 1`` counts are summed over the inner steps.
+    (``2 B``), ``poisson_draws`` (``B``; 0 on a full-data step), ``n_kept``, ``scaling``,
+    ``chi`` and ``region_exits`` (proposals outside the box or trust region of the
+    bound). With ``steps_per_draw > 1`` counts are summed over the inner steps.
 
     Cost and limits: ``E[B] = chi C^2 M^2 + C M``. With the Lipschitz bounds above,
     ``C M`` grows like ``sqrt(N / K)`` at the usual random-walk scale, and the noise of
@@ -199,6 +222,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         "poisson_draws": (np.int64, []),
         "n_kept": (np.int64, []),
         "chi": (np.float64, []),
+        "region_exits": (np.int64, []),
     }
     default_target_accept = 0.25
     # The remainder bounds are derived for a Taylor proxy in the block coordinates.
@@ -216,8 +240,15 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         c: np.ndarray | None = None,
         metric: Callable[[np.ndarray, np.ndarray], float] | None = None,
         precondition: bool = True,
+        trust_radius: float | None = None,
         **kwargs,
     ):
+        if trust_radius is not None and not (math.isfinite(trust_radius) and trust_radius > 0):
+            raise ValueError(
+                f"trust_radius must be a positive finite number (or None); got {trust_radius}."
+            )
+        self.trust_radius = trust_radius
+        self._warned_region = False
         if chi is not None and not (math.isfinite(chi) and chi > 0):
             raise ValueError(f"chi must be a positive finite number (or None); got {chi}.")
         if bound is not None and (c is not None or metric is not None):
@@ -295,12 +326,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
             return reason
         if self._user_bound:
             return "an explicit bound (`bound=` / `c=`) is on the log-likelihood itself"
-        if self._lp.family not in REMAINDER_FAMILIES:
-            return (
-                f"no bound on the third derivative of a {self._lp.family} log-likelihood (which "
-                "bounds its Taylor remainders) is available"
-            )
-        return None
+        return remainder_bound_unavailable(self._lp)
 
     def _auto_proposal(self, control_variates: bool) -> str:
         """Without control variates the Lipschitz bound grows with the move's length, so
@@ -312,6 +338,22 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         """Control variates as the base decides; without them (and without an explicit
         bound) the likelihood needs a Lipschitz bound, checked here before any data pass."""
         use = super()._resolve_control_variates(requested)
+        if not use and not self._user_bound and self._lp.family == "composite":
+            raise UnsupportedBound(
+                f"TunaMH found several observed variables ({', '.join(self._lp.names)}); its "
+                "bound for their sum needs control variates, which are off "
+                f"({self._control_variates_unavailable() or 'control_variates=False'}). Use "
+                "TunaMH() with control variates, or MinibatchBarker / Austere."
+            )
+        if not use and not self._user_bound and self._lp.free_scale:
+            raise UnsupportedBound(
+                f"TunaMH found a {self._lp.family} likelihood with a free scale sigma, whose "
+                "log-density has no Lipschitz bound in log(sigma); its bound needs control "
+                "variates, which are off "
+                f"({self._control_variates_unavailable() or 'control_variates=False'}). Use "
+                "TunaMH() with control variates (the default when every free variable of the "
+                "likelihood is in the block), fix sigma, or use MinibatchBarker / Austere."
+            )
         if not use and not self._user_bound and self._lp.family in BOX_FAMILIES:
             box, reason = _prior_box(self._model, self.vars, self._initial_point)
             if box is None:
@@ -331,8 +373,11 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
 
     # ---------------------------------------------------------------- bounds
     def _remainder_bound(self, lp, reference: np.ndarray) -> LipschitzBound:
+        radius = self.trust_radius
+        if radius is None:
+            radius = default_radius(self.tall_data.ndim)
         try:
-            return taylor_remainder_bound(lp, reference, chol=self._laplace_chol)
+            return taylor_remainder_bound(lp, reference, chol=self._laplace_chol, radius=radius)
         except UnsupportedBound as err:
             raise UnsupportedBound(f"TunaMH with control_variates=True: {err}") from err
 
@@ -372,14 +417,26 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
             random rows, a cheap early warning for derived bounds.
 
         Pairs whose second point is outside the prior support are skipped (the kernel
-        never evaluates them); with a box, the second point is clipped into it. The
+        never evaluates them); with a box, the second point is clipped into it; with a
+        trust region, the pairs join its centre to points 0.1, 1 and 0.9 radius away. The
         kernel checks every drawn datum during sampling as well.
         """
         n, ndim = self.tall_data.n_data, self.tall_data.ndim
         pair_rng = np.random.default_rng(0)
         pairs = []
+        region = bound.region
+        if region is not None:
+            # Pairs from the centre to points 0.1, 1 and 0.9 radius away (whitened units).
+            q0 = region.centre
         for scale in _PROBE_SCALES:
-            q_new = q0 + scale * pair_rng.standard_normal(ndim)
+            z = pair_rng.standard_normal(ndim)
+            if region is not None:
+                length = {1e-3: 0.1, 1e-1: 1.0, 1.0: 0.9 * region.radius}[scale]
+                q_new = q0 + region.chol @ (length * z / np.linalg.norm(z))
+                pair = f"q the trust region's centre and q' {length:.3g} Laplace sds away"
+            else:
+                q_new = q0 + scale * z
+                pair = f"q the initial point and q' = q + {scale:g} * z for a standard normal z"
             if bound.box is not None:
                 q_new = np.clip(q_new, *bound.box)
             if not math.isfinite(self.tall_data.logprior(q_new)):
@@ -390,7 +447,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
                     f"The TunaMH metric must be finite, non-negative and symmetric; got "
                     f"metric(q, q')={m!r}, metric(q', q)={m_back!r}."
                 )
-            pairs.append((scale, q_new, m))
+            pairs.append((pair, q_new, m))
         if not pairs:
             return
         if all_rows:
@@ -406,7 +463,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         target = self.target
         for idx in chunks:
             c = bound.c[idx]
-            for scale, q_new, m in pairs:
+            for pair, q_new, m in pairs:
                 diff = np.abs(np.asarray(target.loglik_diff(q_new, q0, idx), dtype=np.float64))
                 record_rows(idx.size, n)
                 limit = c * m
@@ -417,11 +474,10 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
                         names=list(self.tall_data.var_names), ndim=ndim
                     )
                     raise ValueError(
-                        f"The TunaMH bound ({bound.description}) does not hold near the "
-                        f"initial point: datum {int(idx[j])} has |log p(y_i|q) - log "
-                        f"p(y_i|q')| = {diff[j]:.6g} > c_i * M = {c[j]:.6g} * {m:.6g} = "
-                        f"{limit[j]:.6g}, with q the initial point and q' = q + {scale:g} * z "
-                        f"for a standard normal z ({checked}; {int(bad.sum())} of {idx.size} "
+                        f"The TunaMH bound ({bound.description}) does not hold: datum "
+                        f"{int(idx[j])} has |log p(y_i|q) - log p(y_i|q')| = {diff[j]:.6g} > "
+                        f"c_i * M = {c[j]:.6g} * {m:.6g} = {limit[j]:.6g}, with {pair} "
+                        f"({checked}; {int(bad.sum())} of {idx.size} "
                         f"in this batch violate it). {advice.format(i=int(idx[j]))} {hint}"
                     )
 
@@ -438,6 +494,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         self.chi_adaptation = None if self._fixed_chi is not None else ChiAdaptation()
         self.previous_chi_adaptation = None
         self._last_cm2 = math.nan
+        self._warned_region = False
 
     def stop_tuning(self) -> None:
         """Fix ``chi``: the tuned window's, not a re-seed after a last-step proposal change.
@@ -474,6 +531,34 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
                 return
         if self.chi_adaptation is not None and math.isfinite(self._last_cm2):
             self.chi_adaptation = self.chi_adaptation.add(self._last_cm2)
+
+    def _check_chain(self, position: np.ndarray, infos: list) -> SamplerWarning | None:
+        """Base checks, plus one warning when, after tuning, a proposal leaves the trust
+        region while the chain is near its boundary (posterior mass may lie outside).
+
+        Independence proposals far in the tails leave the region now and then without
+        meaning anything (they are rejected, as the posterior there is negligible); the
+        chain itself within ``RADIUS_MARGIN / 2`` Laplace sds of the boundary does.
+        """
+        region = self.bound.region
+        exits = sum(info.region_exits for info in infos)
+        if exits and region is not None and not self._warned_region:
+            distance = region.distance(position)
+            if distance >= max(region.radius - 0.5 * RADIUS_MARGIN, 0.5 * region.radius):
+                self._warned_region = True
+                self._pending_warnings.append(
+                    SamplerWarning(
+                        WarningType.BAD_PARAMS,
+                        f"TunaMH: the chain is {distance:.3g} Laplace sds from the reference "
+                        f"point, near the boundary of the trust region (radius "
+                        f"{region.radius:.3g}) on which its bound holds, and a proposal beyond "
+                        "it was rejected. The chain is exact for the posterior restricted to "
+                        "the region, and posterior mass may lie outside: compare with the "
+                        "Laplace fit, or pass a larger `trust_radius=`.",
+                        "warn",
+                    )
+                )
+        return super()._check_chain(position, infos)
 
     # ---------------------------------------------------------------- sampling
     @property

@@ -6,10 +6,11 @@ import pytest
 from pymc.pytensorf import make_shared_replacements
 from scipy import special
 
-from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
+from pymc_minibatch_mh.bounds.lipschitz import LipschitzBound, UnsupportedBound
 from pymc_minibatch_mh.bounds.taylor_remainder import (
     LOGISTIC_THIRD_DERIVATIVE,
     RemainderMetric,
+    student_t_scale_constants,
     taylor_remainder_bound,
     third_derivative_bound,
 )
@@ -133,11 +134,157 @@ def test_normal_likelihood_has_an_exact_proxy(rng):
     np.testing.assert_allclose(residual, 0.0, atol=1e-9)
 
 
-def test_poisson_has_no_third_derivative_bound(rng):
+def test_poisson_remainder_bound_needs_a_trust_region(rng):
     x = rng.normal(size=N)
     with pm.Model() as model:
         b = pm.Normal("b", 0, 1)
         pm.Poisson("y", mu=pm.math.exp(b * x), observed=rng.poisson(1.0, size=N))
     _, lp = _setup(model)
-    with pytest.raises(UnsupportedBound, match="third derivative"):
+    with pytest.raises(UnsupportedBound, match="trust region"):
         taylor_remainder_bound(lp, np.zeros(1))
+    bound = taylor_remainder_bound(lp, np.zeros(1), chol=np.eye(1), radius=2.0)
+    assert bound.region is not None and bound.region.radius == 2.0
+    assert bound.contains(np.array([1.99])) and not bound.contains(np.array([2.01]))
+
+
+# ------------------------------------------------------------ trust-region bounds
+REGION_KINDS = ("poisson", "normal_free_scale", "student_t_free_scale")
+
+
+def _region_model(kind: str):
+    """Two coefficients (plus log sigma for the free scales), N = 400, and its MAP."""
+    rng = np.random.default_rng(21)
+    x = rng.normal(size=N)
+    with pm.Model() as model:
+        a = pm.Normal("a", 0, 3)
+        b = pm.Normal("b", 0, 3)
+        if kind == "poisson":
+            y = rng.poisson(np.exp(0.3 + 0.6 * x))
+            pm.Poisson("y", mu=pm.math.exp(a + b * x), observed=y)
+        else:
+            sigma = pm.HalfNormal("sigma", 2)
+            noise = rng.normal(size=N) if kind == "normal_free_scale" else rng.standard_t(3, N)
+            y = 1.0 - 0.5 * x + 0.8 * noise
+            if kind == "normal_free_scale":
+                pm.Normal("y", a + b * x, sigma, observed=y)
+            else:
+                pm.StudentT("y", nu=3, mu=a + b * x, sigma=sigma, observed=y)
+        map_point = pm.find_MAP(progressbar=False)
+    return model, map_point
+
+
+@pytest.fixture(scope="module", params=REGION_KINDS)
+def region_case(request):
+    model, map_point = _region_model(request.param)
+    data, lp = _setup(model)
+    reference = np.concatenate(
+        [np.atleast_1d(map_point[v.name]).astype(float) for v in model.value_vars]
+    )
+    proxy = full_data_taylor(data, reference)
+    target = ControlVariateTarget(data, proxy, compile_residual_diff(data))
+    chol = np.linalg.cholesky(np.linalg.inv(-proxy.hessian))
+    bound = taylor_remainder_bound(lp, reference, chol=chol)
+    return request.param, target, lp, bound
+
+
+def _points_in_region(rng, region, fractions, n_points=30):
+    """Points at whitened distances ``fraction * radius`` in random directions."""
+    for fraction in fractions:
+        for _ in range(n_points):
+            z = rng.standard_normal(region.centre.size)
+            yield region.centre + region.chol @ (fraction * region.radius * z / np.linalg.norm(z))
+
+
+def _worst_ratio(target, bound, pairs) -> float:
+    """max over pairs and data of |R_i(q') - R_i(q)| / (c_i M(q, q'))."""
+    everything = np.arange(bound.n_data)
+    worst = 0.0
+    for q, q_new in pairs:
+        if np.array_equal(q, q_new):
+            continue  # both sides are 0 up to rounding
+        residual = np.abs(target.loglik_diff(q_new, q, everything))
+        allowed = bound.c * bound.metric(q, q_new)
+        # Rounding of the residuals (~1e-13) is not a violation.
+        worst = max(worst, float(np.max((residual - 1e-12) / np.maximum(allowed, 1e-12))))
+    return worst
+
+
+def test_trust_region_bounds_hold_for_every_datum_on_the_region(region_case, rng):
+    """Dense pairs in the region: short moves anywhere, long moves across it, and moves
+    between points near its boundary; every datum's remainder difference is bounded."""
+    kind, target, lp, bound = region_case
+    region = bound.region
+    assert region is not None and lp.free_scale == (kind != "poisson")
+    points = list(_points_in_region(rng, region, fractions=(0.05, 0.3, 0.7, 0.999)))
+    pairs = []
+    for q in points:
+        pairs.append((q, q + region.chol @ (0.3 * rng.standard_normal(q.size))))
+        pairs.append((q, points[rng.integers(len(points))]))
+    pairs = [(q, q_new) for q, q_new in pairs if region.contains(q_new)]
+    assert len(pairs) > 150
+    worst = _worst_ratio(target, bound, pairs)
+    print(f"{kind}: worst |dR| / (c M) on the region = {worst:.3g}")
+    assert worst <= 1.0 + 1e-9
+    assert worst > 1e-3  # not vacuous
+
+
+def test_negative_control_too_small_constants_fail_on_the_region(region_case, rng):
+    """Constants a tenth of the derived ones are violated on the same kind of pairs: the
+    check above has power (the derived bounds are 1.3-6x above the worst pair here)."""
+    _, target, _, bound = region_case
+    region = bound.region
+    invalid = LipschitzBound(0.1 * bound.c, bound.metric, region=region)
+    points = list(_points_in_region(rng, region, fractions=(0.3, 0.7, 0.999)))
+    pairs = [(q, points[rng.integers(len(points))]) for q in points]
+    assert _worst_ratio(target, invalid, pairs) > 1.0
+
+
+def test_negative_control_poisson_constants_of_a_small_region_fail_on_a_large_one(rng):
+    """Poisson: constants for a region of radius 0.3 fail across the default region (the
+    region's size is what makes them valid)."""
+    model, map_point = _region_model("poisson")
+    data, lp = _setup(model)
+    reference = np.array([float(map_point["a"]), float(map_point["b"])])
+    proxy = full_data_taylor(data, reference)
+    target = ControlVariateTarget(data, proxy, compile_residual_diff(data))
+    chol = np.linalg.cholesky(np.linalg.inv(-proxy.hessian))
+    region = taylor_remainder_bound(lp, reference, chol=chol).region
+    small = taylor_remainder_bound(lp, reference, chol=chol, radius=0.3)
+    points = list(_points_in_region(rng, region, fractions=(0.7, 0.999)))
+    pairs = [(q, points[rng.integers(len(points))]) for q in points]
+    assert _worst_ratio(target, small, pairs) > 1.0
+
+
+def test_student_t_scale_constants_bound_the_scaled_third_derivatives():
+    """B_1..B_4 against finite differences of f(eta, s) = -s + g((y - eta) e^{-s}) on a
+    dense grid (at s = s* = 0, so the scaled and plain derivatives coincide)."""
+    nu = 3.0
+    b = student_t_scale_constants(nu)
+
+    def f(eta, s):
+        u = -eta * np.exp(-s)  # y = 0
+        return -s - (nu + 1) / 2 * np.log1p(u * u / nu)
+
+    eta = np.linspace(-30, 30, 6001)
+    h = 1e-3
+
+    # Third derivatives by central differences of order 2 in each argument.
+    def d3(f_eta, f_s):
+        total = 0.0
+        for i in (-1, 1):
+            for j in (-1, 1):
+                for k in (-1, 1):
+                    total = total + i * j * k * f(
+                        eta + h * (f_eta[0] * i + f_eta[1] * j + f_eta[2] * k),
+                        h * (f_s[0] * i + f_s[1] * j + f_s[2] * k),
+                    )
+        return total / (8 * h**3)
+
+    eee = d3((1, 1, 1), (0, 0, 0))
+    ees = d3((1, 1, 0), (0, 0, 1))
+    ess = d3((1, 0, 0), (0, 1, 1))
+    sss = d3((0, 0, 0), (1, 1, 1))
+    for numeric, bound in zip((eee, ees, ess, sss), b, strict=True):
+        peak = float(np.max(np.abs(numeric)))
+        assert peak <= bound * (1 + 1e-4)
+        assert peak >= bound / 1.01  # tight: the supremum is attained near the grid

@@ -562,7 +562,7 @@ def test_a_zero_uniform_gives_the_right_decisions(logistic):
         assert state.store.n_bright == 0
         for start, to, accept in [(far, q_map, True), (q_map, q_map, True), (q_map, far, False)]:
             state = new_firefly_state(zero, start, target, bound, settings)
-            accepted, prob, _, _ = theta_update(zero, state, target, bound, settings, 1.0, Jump(to))
+            accepted, prob, *_ = theta_update(zero, state, target, bound, settings, 1.0, Jump(to))
             assert accepted is accept
             np.testing.assert_array_equal(state.position, to if accept else start)
             assert (prob == 1.0) if accept else (prob < 1e-6)

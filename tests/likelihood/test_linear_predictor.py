@@ -12,7 +12,11 @@ from pymc_minibatch_mh.likelihood import (
     build_tall_data,
     recognise_linear_predictor,
 )
-from pymc_minibatch_mh.likelihood.linear_predictor import _self_check, family_loglik
+from pymc_minibatch_mh.likelihood.linear_predictor import (
+    CompositeLikelihood,
+    _self_check,
+    family_loglik,
+)
 
 N, P, K = 240, 3, 4
 FAST = {"mode": "FAST_COMPILE"}  # reference TallData: compile speed over run speed
@@ -354,19 +358,65 @@ def test_refuses_unknown_distribution(data):
     assert "Supported likelihoods" in message
 
 
-@pytest.mark.parametrize("family", ["normal", "student_t"])
-def test_refuses_free_sigma(data, family):
+def _free_sigma_model(data, family, sigma_prior="halfnormal"):
     x, y = data["x"], data["real"]
     with pm.Model() as model:
         beta = pm.Normal("beta", 0, 1, shape=P)
-        sigma = pm.HalfNormal("sigma", 1)
+        if sigma_prior == "halfnormal":
+            sigma = pm.HalfNormal("sigma", 1)
+        elif sigma_prior == "uniform":
+            sigma = pm.Uniform("sigma", 0, 10)
+        else:  # one scale per group: differs between data points
+            sigma = pm.HalfNormal("sigma", 1, shape=2)[np.arange(N) % 2]
         if family == "normal":
             pm.Normal("y", x @ beta, sigma, observed=y)
         else:
             pm.StudentT("y", nu=4, mu=x @ beta, sigma=sigma, observed=y)
-    _refuses(model, "Parameter 'sigma' .* depends on the free variable.*sigma_log__")
-    # Also when sigma is not in the sampled block: another step would move it.
-    _refuses(model, "Parameter 'sigma'", value_vars=[model.rvs_to_values[beta]])
+    return model
+
+
+@pytest.mark.parametrize("family", ["normal", "student_t"])
+def test_recognises_a_free_sigma_on_the_log_scale(data, family):
+    model = _free_sigma_model(data, family)
+    lp, _ = _recognise(model)  # self-checked against the model's log-likelihood
+    assert lp.family == family and lp.free_scale and "sigma" not in lp.params
+    # q = (beta[0..2], sigma_log__): log sigma is the last coordinate.
+    np.testing.assert_allclose(lp.scale_row, [0.0, 0.0, 0.0, 1.0], atol=1e-12)
+    assert lp.scale_offset == pytest.approx(0.0, abs=1e-12)
+    q = np.array([0.3, -0.2, 0.1, np.log(0.7)])
+    sigma = 0.7
+    z = (data["real"] - data["x"] @ q[:3]) / sigma
+    if family == "normal":
+        expected = -0.5 * np.log(2 * np.pi) - np.log(sigma) - 0.5 * z**2
+    else:
+        expected = stats.t.logpdf(z, df=4) - np.log(sigma)
+    np.testing.assert_allclose(lp.loglik(q), expected, rtol=1e-10)
+
+
+def test_refuses_a_free_sigma_outside_the_block(data):
+    model = _free_sigma_model(data, "normal")
+    beta = model["beta"]
+    _refuses(
+        model, "Log\\(sigma\\) .* not sampled by this step", value_vars=[model.rvs_to_values[beta]]
+    )
+
+
+def test_refuses_a_free_sigma_per_datum(data):
+    _refuses(_free_sigma_model(data, "normal", "groups"), "differs between data points")
+
+
+def test_refuses_a_free_sigma_that_is_not_log_affine(data):
+    # Uniform(0, 10) is sampled on the log-odds scale: log(sigma) is not affine in it.
+    _refuses(_free_sigma_model(data, "normal", "uniform"), "not affine")
+
+
+def test_refuses_a_free_nu(data):
+    x, y = data["x"], data["real"]
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        nu = pm.Gamma("nu", 2, 0.1)
+        pm.StudentT("y", nu=nu, mu=x @ beta, sigma=1.0, observed=y)
+    _refuses(model, "Parameter 'nu' .* depends on the free variable")
 
 
 def test_refuses_free_nu(data):
@@ -427,12 +477,13 @@ def test_refuses_non_linear_function_of_a_product(data):
     _refuses(model, "not affine in the sampled variables: 'b' enter")
 
 
-def test_refuses_two_observed_variables(data):
+def test_two_observed_variables_of_one_family_share_the_parameter(data):
     with pm.Model() as model:
         mu = pm.Normal("mu")
         pm.Normal("y1", mu, 1, observed=data["real"])
         pm.Normal("y2", mu, 1, observed=data["real"])
-    _refuses(model, r"2 observed variables \(\['y1', 'y2'\]\).*exactly one")
+    found, _ = _recognise(model)
+    assert isinstance(found, CompositeLikelihood) and found.families == ("normal", "normal")
 
 
 def test_refuses_potential_reading_the_data(data):
@@ -562,3 +613,29 @@ def test_result_validates_shapes_and_is_read_only():
     with pytest.raises(ValueError, match="read-only"):
         found.design[0, 0] = 3.0
     assert design.flags.writeable  # the caller's array is untouched
+
+
+def test_several_observed_variables_give_a_composite_likelihood(data):
+    x = data["x"]
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        gamma = pm.Normal("gamma", 0, 1, shape=P)
+        sigma = pm.HalfNormal("sigma", 1)
+        pm.Poisson("counts", mu=pm.math.exp(x @ beta), observed=data["counts"])
+        pm.Normal("real", x @ gamma + beta[0], sigma, observed=data["real"])
+    found, tall = _recognise(model)  # the sum is self-checked against the model
+    assert isinstance(found, CompositeLikelihood)
+    assert found.names == ("counts", "real") and found.families == ("poisson_log", "normal")
+    assert found.free_scale and found.n_data == N and found.ndim == 2 * P + 1
+    q = np.linspace(-0.3, 0.4, 2 * P + 1)
+    rows = np.arange(N)
+    np.testing.assert_allclose(found.loglik(q, rows), tall.loglik(q, rows), rtol=1e-9)
+
+
+def test_a_composite_is_refused_when_one_part_is_not_recognised(data):
+    x = data["x"]
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        pm.Poisson("counts", mu=pm.math.exp(x @ beta), observed=data["counts"])
+        pm.Exponential("wait", 1.0, observed=np.abs(data["real"]))
+    _refuses(model, "'wait' has distribution ExponentialRV")

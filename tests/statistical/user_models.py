@@ -332,6 +332,47 @@ def build_negbin(n: int | None = None) -> UserCase:
     return UserCase("negbin", model, names, n, True, nuts_seed=6104)
 
 
+def build_two_outcomes(n: int | None = None) -> UserCase:
+    """Two observed variables per row (N = 20,000): a count ``visits ~ Poisson`` and a
+    Normal ``spend`` with a free scale, sharing the covariates and one coefficient.
+
+    Parameters
+    ----------
+    n : int, optional
+        Number of data points; default 20,000.
+
+    Returns
+    -------
+    UserCase
+    """
+    n = N_TALL if n is None else n
+    rng = np.random.default_rng(5110)
+    x = rng.normal(size=(n, 2))
+    visits = rng.poisson(np.exp(0.2 + x @ np.array([0.5, -0.3])))
+    spend = 1.0 + x @ np.array([0.5, 0.8]) + 0.7 * rng.normal(size=n)
+    with pm.Model(coords={"row": np.arange(n)}) as model:
+        features = pm.Data("features", x, dims=("row", "feature"))
+        shared = pm.Normal("shared", 0.0, 1.0)
+        rate = pm.Normal("rate", 0.0, 1.0, shape=2)
+        level = pm.Normal("level", 0.0, 2.0, shape=2)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        pm.Poisson(
+            "visits",
+            mu=pm.math.exp(rate[0] + shared * features[:, 0] + rate[1] * features[:, 1]),
+            observed=visits,
+            dims="row",
+        )
+        pm.Normal(
+            "spend",
+            level[0] + shared * features[:, 0] + level[1] * features[:, 1],
+            sigma,
+            observed=spend,
+            dims="row",
+        )
+    names = ["shared", "rate", "level", "sigma"]
+    return UserCase("two_outcomes", model, names, n, True, nuts_seed=6110)
+
+
 def _grouped_data(n: int, seed: int, *, noise_sd: float, group_sd: float):
     """Radon-like data: 20 groups of unequal size, one covariate, group intercepts drawn
     from ``N(1, group_sd^2)``, slope -0.6 and Gaussian noise of sd ``noise_sd``."""
@@ -529,6 +570,7 @@ BUILDERS: dict[str, Callable[..., UserCase]] = {
     "hier_noncentred": build_hier_noncentred,
     "lkj_mvnormal": build_lkj_mvnormal,
     "student_t": build_student_t,
+    "two_outcomes": build_two_outcomes,
     "gauss_mix": build_gauss_mix,
 }
 #: Cases whose data size is fixed (``n`` cannot be chosen).

@@ -288,10 +288,13 @@ def test_unsupported_likelihoods_give_clear_errors():
     x = rng.normal(size=(300, 2))
     with pm.Model():
         beta = pm.Normal("beta", 0, 1, shape=2)
-        pm.Poisson("y", mu=pm.math.exp(x @ beta), observed=rng.poisson(1.0, size=300))
+        alpha = pm.Exponential("alpha", 1.0)
+        pm.NegativeBinomial(
+            "y", mu=pm.math.exp(x @ beta), alpha=alpha, observed=rng.poisson(1.0, size=300)
+        )
         with pytest.raises(UnsupportedLikelihood, match="bound=") as err:
             FlyMC(bound="untuned")
-    assert "poisson_log" in str(err.value)
+    assert "NegBinomial" in str(err.value)
     with pm.Model():
         beta = pm.Normal("beta", 0, 1, shape=2)
         sigma = pm.HalfNormal("sigma", 1)
@@ -324,3 +327,57 @@ def test_custom_bound_with_wrong_size_is_refused(logistic_model, logistic_data):
     small = untuned_jaakkola_jordan(x1[:10], 0.0, logistic_data[1][:10])
     with logistic_model, pytest.raises(ValueError, match="10 data points"):
         FlyMC(bound=small)
+
+
+def test_a_free_scale_is_refused_before_the_map_naming_tunamh(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the MAP search started before the refusal")
+
+    monkeypatch.setattr("pymc_minibatch_mh.step_methods.base.find_map", refuse)
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=200)
+    with pm.Model():
+        b = pm.Normal("b", 0, 1)
+        sigma = pm.HalfNormal("sigma", 1)
+        pm.StudentT("y", nu=4, mu=b * x, sigma=sigma, observed=x + rng.normal(size=200))
+        with pytest.raises(UnsupportedLikelihood, match="free scale.*TunaMH"):
+            FlyMC()
+
+
+def test_poisson_bound_on_a_trust_region_keeps_the_chain_inside(rng):
+    x = rng.normal(size=300)
+    with pm.Model():
+        a = pm.Normal("a", 0, 3)
+        b = pm.Normal("b", 0, 3)
+        pm.Poisson("y", mu=pm.math.exp(a + b * x), observed=rng.poisson(np.exp(0.2 + 0.5 * x)))
+        step = FlyMC(trust_radius=0.5, progressbar=False)
+        idata = pm.sample(step=step, draws=200, tune=100, chains=1, random_seed=2, **QUIET)
+    region = step.bound.region
+    assert region is not None and region.radius == 0.5
+    post = group(idata, "posterior")
+    points = np.column_stack([np.asarray(post[v]).ravel() for v in ("a", "b")])
+    assert max(region.distance(p) for p in points) <= region.radius
+    assert int(np.asarray(group(idata, "sample_stats")["region_exits"]).sum()) > 0
+
+
+def test_poisson_refuses_untuned_bounds_before_the_map(rng, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the MAP search started before the refusal")
+
+    monkeypatch.setattr("pymc_minibatch_mh.step_methods.base.find_map", refuse)
+    x = rng.normal(size=100)
+    with pm.Model():
+        b = pm.Normal("b", 0, 3)
+        pm.Poisson("y", mu=pm.math.exp(b * x), observed=rng.poisson(1.0, size=100))
+        with pytest.raises(UnsupportedLikelihood, match="bound='map'"):
+            FlyMC(bound="untuned")
+
+
+def test_several_observed_variables_are_refused_naming_tunamh(rng):
+    x = rng.normal(size=100)
+    with pm.Model():
+        b = pm.Normal("b", 0, 1, shape=2)
+        pm.Bernoulli("won", logit_p=b[0] * x, observed=rng.integers(0, 2, size=100))
+        pm.Bernoulli("lost", logit_p=b[1] * x, observed=rng.integers(0, 2, size=100))
+        with pytest.raises(UnsupportedLikelihood, match="several observed variables.*TunaMH"):
+            FlyMC()

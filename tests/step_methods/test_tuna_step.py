@@ -12,6 +12,7 @@ from pymc_minibatch_mh.bounds.lipschitz import (
     UnsupportedBound,
     WhitenedMetric,
 )
+from pymc_minibatch_mh.bounds.taylor_remainder import taylor_remainder_bound
 from pymc_minibatch_mh.diagnostics import posterior as _posterior
 from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 from pymc_minibatch_mh.diagnostics.groups import group
@@ -411,10 +412,96 @@ def test_control_variates_use_the_taylor_remainder_bound(logistic_model):
     assert float(np.mean(stats["accepted"])) > 0.3
 
 
-def test_control_variates_refuse_families_without_a_remainder_bound(rng):
-    x = rng.normal(size=200)
+@pytest.fixture
+def no_map_search(monkeypatch):
+    """Fail the test if the step starts the MAP search (refusals must come before it)."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the MAP search started before the refusal")
+
+    monkeypatch.setattr("pymc_minibatch_mh.step_methods.base.find_map", refuse)
+
+
+def test_control_variates_refuse_families_without_a_remainder_bound(rng, no_map_search):
+    x = rng.normal(size=(200, 2))
     with pm.Model():
-        b = pm.Uniform("b", -2, 2, default_transform=None)
-        pm.Poisson("y", mu=pm.math.exp(b * x), observed=rng.poisson(1.0, size=200))
+        w = pm.Normal("w", 0, 1, shape=(2, 3))
+        pm.Categorical("y", logit_p=x @ w, observed=rng.integers(0, 3, size=200))
         with pytest.raises(ValueError, match="third derivative"):
-            TunaMH(control_variates=True, reference_point={"b": 0.0}, progressbar=False)
+            TunaMH(control_variates=True, progressbar=False)
+
+
+def _free_sigma_model(rng, n=200):
+    x = rng.normal(size=n)
+    with pm.Model() as model:
+        b = pm.Normal("b", 0, 1)
+        sigma = pm.HalfNormal("sigma", 1)
+        pm.Normal("y", b * x, sigma, observed=x + rng.normal(size=n))
+    return model
+
+
+def test_a_free_scale_without_control_variates_is_refused_before_the_map(rng, no_map_search):
+    with _free_sigma_model(rng), pytest.raises(UnsupportedBound, match="free scale"):
+        TunaMH(control_variates=False, progressbar=False)
+
+
+def test_a_free_scale_gets_a_trust_region_bound(rng):
+    with _free_sigma_model(rng):
+        step = TunaMH(progressbar=False)
+    region = step.bound.region
+    assert region is not None and "free scale" in step.bound.description
+    assert region.radius == pytest.approx(np.sqrt(2) + 8)
+    np.testing.assert_allclose(region.centre, step.reference.reference)
+    with _free_sigma_model(rng):
+        wider = TunaMH(trust_radius=20.0, progressbar=False)
+    assert wider.bound.region.radius == 20.0 and wider.bound.C > step.bound.C
+
+
+def test_proposals_outside_the_trust_region_are_rejected_without_data(rng):
+    with _free_sigma_model(rng):
+        step = TunaMH(trust_radius=0.5, steps_per_draw=1, progressbar=False)
+        idata = pm.sample(
+            step=step,
+            draws=300,
+            tune=100,  # tuning starts near the reference, and the chain enters the region
+            chains=1,
+            random_seed=3,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    stats = group(idata, "sample_stats")
+    exits = np.asarray(stats["region_exits"]).ravel()
+    rows = np.asarray(stats["batch_size"]).ravel()
+    assert exits.sum() > 0 and np.all(rows[exits > 0] == 0)
+    post = group(idata, "posterior")
+    region = step.bound.region
+    q = np.column_stack([np.asarray(post["b"]).ravel(), np.log(np.asarray(post["sigma"]).ravel())])
+    assert max(region.distance(point) for point in q) <= region.radius
+
+
+@pytest.mark.parametrize("radius", [0.0, -1.0, np.inf, np.nan])
+def test_trust_radius_must_be_positive_and_finite(rng, radius):
+    with _free_sigma_model(rng), pytest.raises(ValueError, match="trust_radius"):
+        TunaMH(trust_radius=radius, progressbar=False)
+
+
+def test_several_observed_variables_sum_their_remainder_bounds(rng):
+    x = rng.normal(size=300)
+    with pm.Model():
+        a = pm.Normal("a", 0, 3, shape=2)
+        b = pm.Normal("b", 0, 3, shape=2)
+        pm.Bernoulli("won", logit_p=a[0] + a[1] * x, observed=rng.integers(0, 2, size=300))
+        pm.Poisson("goals", mu=pm.math.exp(b[0] + b[1] * x), observed=rng.poisson(1.0, 300))
+        step = TunaMH(progressbar=False)
+        with pytest.raises(UnsupportedBound, match="several observed variables"):
+            TunaMH(control_variates=False, progressbar=False)
+    assert "bernoulli_logit, poisson_log" in step.bound.description
+    assert step.bound.region is not None  # the Poisson part needs the trust region
+    parts = step._lp.parts
+    separate = [
+        taylor_remainder_bound(
+            part, step.reference.reference, chol=step._laplace_chol, radius=step.bound.region.radius
+        ).c
+        for part in parts
+    ]
+    np.testing.assert_allclose(step.bound.c, separate[0] + separate[1])

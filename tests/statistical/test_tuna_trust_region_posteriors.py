@@ -1,0 +1,213 @@
+"""TunaMH() and FlyMC() are exact on models whose bounds need a trust region (``slow``).
+
+Three two-parameter models with N = 300, each with a posterior integrated on a grid:
+
+* Normal regression through the origin with a free scale (slope, log sigma);
+* Poisson regression with a log link (intercept, slope);
+* Student-t regression (nu = 4) through the origin with a free scale (slope, log sigma).
+
+``TunaMH()`` with no arguments (control variates, trust region of the default radius),
+and ``FlyMC()`` on the Poisson model (MAP-tuned bound on the trust region), must match
+the grid moments: |mean error| < 4 Monte Carlo standard errors (ESS-based)
+and sds within 8 %. Negative controls: with a trust region of radius 0.3 Laplace sds the
+chain samples the posterior restricted to a tiny ellipsoid, and the same check must fail;
+constants ten times too small must stop sampling with a ``BoundViolation`` instead of
+biasing the chain.
+"""
+
+from __future__ import annotations
+
+import math
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytest
+from scipy import special, stats
+
+from pymc_minibatch_mh import FlyMC, TunaMH
+from pymc_minibatch_mh.bounds.lipschitz import LipschitzBound
+from pymc_minibatch_mh.kernels.tuna import BoundViolation
+
+from .agreement import posterior_of
+
+N = 300
+PRIOR_SD, SIGMA_PRIOR_SD, NU = 3.0, 2.0, 4.0
+Z_TOL, SD_TOL = 4.0, 0.08
+DRAWS, TUNE, SEED = 10_000, 1000, 20261124
+SAMPLE = {"progressbar": False, "compute_convergence_checks": False}
+KINDS = ("normal", "poisson", "student_t")
+
+
+def _data(kind: str):
+    rng = np.random.default_rng({"normal": 1, "poisson": 2, "student_t": 3}[kind])
+    x = rng.normal(size=N)
+    if kind == "poisson":
+        return x, rng.poisson(np.exp(0.4 + 0.7 * x)).astype(float)
+    noise = rng.normal(size=N) if kind == "normal" else rng.standard_t(NU, size=N)
+    return x, 0.8 * x + 0.6 * noise
+
+
+def _model(kind: str, x, y) -> pm.Model:
+    with pm.Model() as model:
+        if kind == "poisson":
+            a = pm.Normal("a", 0, PRIOR_SD)
+            b = pm.Normal("b", 0, PRIOR_SD)
+            pm.Poisson("y", mu=pm.math.exp(a + b * x), observed=y)
+        else:
+            b = pm.Normal("b", 0, PRIOR_SD)
+            sigma = pm.HalfNormal("sigma", SIGMA_PRIOR_SD)
+            if kind == "normal":
+                pm.Normal("y", b * x, sigma, observed=y)
+            else:
+                pm.StudentT("y", nu=NU, mu=b * x, sigma=sigma, observed=y)
+    return model
+
+
+def _log_posterior(kind: str, x, y, first: np.ndarray, second: float) -> np.ndarray:
+    """Unnormalised log density on the sampler's (unconstrained) scale, for a vector of
+    first coordinates and one second coordinate: (a, b) for Poisson, (b, log sigma) else."""
+    if kind == "poisson":
+        eta = first[:, None] + second * x
+        loglik = (y * eta - np.exp(eta) - special.gammaln(y + 1)).sum(-1)
+        return (
+            loglik + stats.norm.logpdf(first, 0, PRIOR_SD) + stats.norm.logpdf(second, 0, PRIOR_SD)
+        )
+    sigma = math.exp(second)
+    z = (y - first[:, None] * x) / sigma
+    if kind == "normal":
+        loglik = stats.norm.logpdf(z).sum(-1)
+    else:
+        loglik = stats.t.logpdf(z, df=NU).sum(-1)
+    loglik -= N * second
+    # HalfNormal prior on sigma, plus the log-Jacobian log sigma of the log transform.
+    log_prior_sigma = stats.halfnorm.logpdf(sigma, scale=SIGMA_PRIOR_SD) + second
+    return loglik + stats.norm.logpdf(first, 0, PRIOR_SD) + log_prior_sigma
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def grid_case(request):
+    """Model and grid moments (the named variables: a, b or b, sigma)."""
+    kind = request.param
+    x, y = _data(kind)
+    model = _model(kind, x, y)
+    with model:
+        start = pm.find_MAP(progressbar=False)
+    if kind == "poisson":
+        centre = np.array([float(start["a"]), float(start["b"])])
+    else:
+        centre = np.array([float(start["b"]), math.log(float(start["sigma"]))])
+    # Laplace-ish widths from the curvature of the grid's own log density at the centre.
+    width = []
+    for k in range(2):
+        h = 1e-3
+        step = np.eye(2)[k] * h
+        values = [
+            _log_posterior(kind, x, y, np.array([p[0]]), p[1])[0]
+            for p in (centre - step, centre, centre + step)
+        ]
+        curvature = (values[0] - 2 * values[1] + values[2]) / h**2
+        width.append(1.0 / math.sqrt(-curvature))
+    g1 = centre[0] + width[0] * np.linspace(-9, 9, 721)
+    g2 = centre[1] + width[1] * np.linspace(-9, 9, 721)
+    logp = np.stack([_log_posterior(kind, x, y, g1, value) for value in g2], axis=1)
+    w = np.exp(logp - logp.max())
+    w /= w.sum()
+    assert w[0].sum() + w[-1].sum() + w[:, 0].sum() + w[:, -1].sum() < 1e-10  # grid wide enough
+    first, second = np.meshgrid(g1, g2, indexing="ij")
+    if kind == "poisson":
+        values = {"a": first, "b": second}
+    else:
+        values = {"b": first, "sigma": np.exp(second)}
+    mean = {k: float(np.sum(w * v)) for k, v in values.items()}
+    sd = {k: float(np.sqrt(np.sum(w * (v - mean[k]) ** 2))) for k, v in values.items()}
+    return {"kind": kind, "model": model, "mean": mean, "sd": sd}
+
+
+def _sample(case, step, cores: int = 2):
+    with case["model"]:
+        return pm.sample(
+            step=step, draws=DRAWS, tune=TUNE, chains=2, cores=cores, random_seed=SEED, **SAMPLE
+        )
+
+
+def _errors(idata, case) -> dict[str, tuple[float, float]]:
+    """Per variable: (mean error in Monte Carlo s.e., sd / grid sd - 1)."""
+    post = posterior_of(idata)
+    out = {}
+    for name in case["mean"]:
+        draws = np.asarray(post[name])
+        mcse = draws.std() / math.sqrt(float(az.ess(draws, method="mean")))
+        out[name] = (
+            (draws.mean() - case["mean"][name]) / mcse,
+            draws.std() / case["sd"][name] - 1.0,
+        )
+    return out
+
+
+def _bad(errors) -> dict:
+    return {k: v for k, v in errors.items() if abs(v[0]) >= Z_TOL or abs(v[1]) >= SD_TOL}
+
+
+@pytest.mark.slow
+def test_default_tuna_matches_the_grid_posterior(grid_case):
+    with grid_case["model"]:
+        step = TunaMH(progressbar=False)
+    assert step.bound.region is not None
+    idata = _sample(grid_case, step)
+    errors = _errors(idata, grid_case)
+    stats_ = idata.sample_stats
+    print(
+        f"\n{grid_case['kind']}: (mean z, sd rel err) {errors}; rows per draw "
+        f"{float(stats_['batch_size'].mean()):.2f}; region exits "
+        f"{int(stats_['region_exits'].sum())}"
+    )
+    assert not _bad(errors), errors
+
+
+@pytest.mark.slow
+def test_default_flymc_matches_the_grid_posterior_of_the_poisson_model(grid_case):
+    if grid_case["kind"] != "poisson":
+        pytest.skip("FlyMC's trust-region bound covers Poisson (free scales are refused)")
+    with grid_case["model"]:
+        step = FlyMC(progressbar=False)
+    assert step.bound.region is not None
+    errors = _errors(_sample(grid_case, step), grid_case)
+    print(f"\nFlyMC poisson: (mean z, sd rel err) {errors}")
+    assert not _bad(errors), errors
+
+
+@pytest.mark.slow
+def test_negative_control_flymc_with_a_tiny_trust_region_fails_the_grid_check(grid_case):
+    if grid_case["kind"] != "poisson":
+        pytest.skip("FlyMC's trust-region bound covers Poisson only")
+    with grid_case["model"]:
+        step = FlyMC(trust_radius=0.3, progressbar=False)
+    errors = _errors(_sample(grid_case, step), grid_case)
+    print(f"\nFlyMC poisson with trust_radius=0.3: {errors}")
+    assert _bad(errors), errors
+
+
+@pytest.mark.slow
+def test_negative_control_a_tiny_trust_region_fails_the_grid_check(grid_case):
+    with grid_case["model"]:
+        step = TunaMH(trust_radius=0.3, progressbar=False)
+    idata = _sample(grid_case, step)
+    errors = _errors(idata, grid_case)
+    print(f"\n{grid_case['kind']} with trust_radius=0.3: {errors}")
+    assert _bad(errors), errors
+
+
+@pytest.mark.slow
+def test_negative_control_constants_too_small_stop_sampling():
+    x, y = _data("normal")
+    model = _model("normal", x, y)
+    with model:
+        step = TunaMH(progressbar=False)
+    bound = step.bound
+    invalid = LipschitzBound(0.01 * bound.c, bound.metric, region=bound.region)
+    step._untuned_bound = invalid
+    step._set_bound(invalid)
+    step.recentre = False  # keep the invalid constants (recentring would rebuild them)
+    with pytest.raises(BoundViolation, match="bound violated"):
+        _sample({"model": model}, step, cores=1)
