@@ -51,8 +51,8 @@ from scipy import linalg
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.passes import record_rows
 
-if TYPE_CHECKING:  # pragma: no cover - typing only (that module imports PyMC)
-    from pymc_minibatch_mh.likelihood.linear_predictor import LinearPredictorLikelihood
+if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path)
+    from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
 
 # Rows per chunk when forming ||L^T x_i|| (bounds the temporary N x D product).
 _CHUNK_ROWS = 65_536

@@ -98,8 +98,8 @@ from pymc_minibatch_mh.bounds.lipschitz import (
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
 from pymc_minibatch_mh.passes import record_rows
 
-if TYPE_CHECKING:  # pragma: no cover - typing only (that module imports PyMC)
-    from pymc_minibatch_mh.likelihood.linear_predictor import LinearPredictorLikelihood
+if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path)
+    from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
 
 LOGISTIC_THIRD_DERIVATIVE = math.sqrt(3.0) / 18.0
 

@@ -11,6 +11,7 @@ import pymc as pm
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch_mh.bounds.bohning import map_tuned_bohning, untuned_bohning
+from pymc_minibatch_mh.bounds.free_scale import map_tuned_free_scale
 from pymc_minibatch_mh.bounds.jaakkola_jordan import (
     UNTUNED_XI,
     map_tuned_jaakkola_jordan,
@@ -74,14 +75,15 @@ class FlyMC(MinibatchStep):
     bound : {"map", "untuned"} or bound object, default "map"
         ``"map"``: bounds tight at the MAP (Jaakkola–Jordan with
         ``xi_n = |eta_n(MAP)|``, Böhning with ``psi_n`` the MAP logits, Student-t
-        with ``xi_n`` the MAP residual, Poisson with the MAP's ``eta_n`` as anchor and
-        the largest curvature on a trust region, see ``trust_radius``).
+        with ``xi_n`` the MAP residual; Poisson, and Normal / Student-t with a free
+        scale, anchored at the MAP with the largest curvature on a trust region, see
+        ``trust_radius`` and :mod:`pymc_minibatch_mh.bounds.free_scale`).
         ``"untuned"``: ``xi = 1.5`` (JJ), ``psi = 0`` (Böhning), ``xi = 0`` (Student-t;
-        Poisson refuses it). The family is recognised from the model:
+        the trust-region bounds refuse it). The family is recognised from the model:
         ``Bernoulli(logit_p=eta)``, ``Categorical(logit_p=X @ W + b)``,
-        ``StudentT(nu, mu=eta, sigma)`` with fixed ``nu``, ``sigma``, and
-        ``Poisson(mu=pm.math.exp(eta))``, with ``eta`` affine in the sampled
-        variables (a free ``sigma`` is refused: use TunaMH). For other likelihoods pass an object
+        ``StudentT(nu, mu=eta, sigma)`` with fixed ``nu``, ``Normal(mu=eta, sigma)``
+        with a free ``sigma`` and ``Poisson(mu=pm.math.exp(eta))``, with ``eta`` affine
+        in the sampled variables. For other likelihoods pass an object
         with ``n_data``, ``log_bound(q, idx)``, ``log_bound_sum(q)`` (and, for MALA,
         ``log_bound_sum_grad(q)`` and ``log_bound_weighted_grad(q, idx, w)``) over the
         raveled unconstrained vector ``q`` of ``vars``; see
@@ -117,7 +119,7 @@ class FlyMC(MinibatchStep):
     check_bound : bool, default True
         Raise if a computed ``log L_n - log B_n`` proves the bound invalid.
     trust_radius : float, optional
-        Poisson only: the bound holds on the ellipsoid of this many Laplace standard
+        Poisson and free scales: the bound holds on the ellipsoid of this many Laplace standard
         deviations around the MAP (default ``sqrt(D) + 8``); ``theta`` proposals outside
         it are rejected without reading data (stat ``region_exits``), so the chain is
         exact for the posterior restricted to it (see
@@ -310,13 +312,13 @@ initial_point, compile_kwargs, blocked
                 "log_bound_sum(q)."
             )
         if lp.free_scale:
-            raise UnsupportedLikelihood(
-                f"FlyMC has no built-in bound for a {lp.family} likelihood with a free scale "
-                "sigma (its bounds need sigma fixed). TunaMH() samples this model exactly "
-                "(its control-variate bound covers a free scale); MinibatchBarker() / Austere() "
-                "need no bound. Or pass `bound=<object>` with n_data, log_bound(q, idx) and "
-                "log_bound_sum(q)."
-            )
+            if self._bound_request != "map":
+                raise UnsupportedLikelihood(
+                    f"FlyMC's bound for a {lp.family} likelihood with a free scale sigma holds "
+                    "on a trust region around the MAP, so it needs bound='map' (the default), not "
+                    "bound='untuned'. TunaMH() covers this model too."
+                )
+            return lp
         if lp.family == "poisson_log" and self._bound_request != "map":
             raise UnsupportedLikelihood(
                 "FlyMC's Poisson-log bound holds on a trust region around the MAP, so it needs "
@@ -348,10 +350,10 @@ initial_point, compile_kwargs, blocked
             self._start_centre = q_map
         status = f"FlyMC: summing {kind} bounds over {self.tall_data.n_data:,} data points"
         region = None
-        if lp.family == "poisson_log":
+        if lp.family == "poisson_log" or lp.free_scale:
             if self._laplace_chol is None:
                 raise UnsupportedBound(
-                    "FlyMC's Poisson-log bound holds on a trust region shaped by the Laplace "
+                    f"FlyMC's {lp.family} bound holds on a trust region shaped by the Laplace "
                     "covariance at the MAP, which is not available (proposal='rw' or a failed "
                     "Laplace fit). Use the default proposal, or MinibatchBarker / Austere."
                 )
@@ -508,6 +510,8 @@ def _build_bound(lp, q_map: np.ndarray | None, q_init: np.ndarray, region=None):
     family = lp.family
     if family == "poisson_log":
         return map_tuned_poisson_log(lp.design, lp.offset, lp.observed, q_map, region)
+    if lp.free_scale:
+        return map_tuned_free_scale(lp, q_map, region)
     if family == "bernoulli_logit":
         if q_map is None:
             return untuned_jaakkola_jordan(

@@ -12,11 +12,8 @@ from pymc_minibatch_mh.likelihood import (
     build_tall_data,
     recognise_linear_predictor,
 )
-from pymc_minibatch_mh.likelihood.linear_predictor import (
-    CompositeLikelihood,
-    _self_check,
-    family_loglik,
-)
+from pymc_minibatch_mh.likelihood.glm_likelihoods import CompositeLikelihood, family_loglik
+from pymc_minibatch_mh.likelihood.linear_predictor import _self_check
 
 N, P, K = 240, 3, 4
 FAST = {"mode": "FAST_COMPILE"}  # reference TallData: compile speed over run speed

@@ -1,0 +1,359 @@
+"""Linearising graphs that are affine in the sampled block, and checking that they are.
+
+:class:`_Context` compiles graphs of the model as functions of the raveled block ``q``;
+:func:`_decompose` splits a linear predictor into products ``X @ W(q)`` of a data matrix
+and a small coefficient map plus a remainder differenced over all rows, and
+:func:`_verify_affine` checks the result at random points far from the start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from pymc.pytensorf import join_nonshared_inputs
+from pytensor.compile.mode import Mode
+from pytensor.graph.basic import Variable
+from pytensor.tensor.blockwise import Blockwise
+from pytensor.tensor.math import Dot
+
+from pymc_minibatch_mh.likelihood.compiling import compile_function
+from pymc_minibatch_mh.likelihood.glm_families import (
+    _BOUNDS_HINT,
+    _SUPPORTED,
+)
+from pymc_minibatch_mh.likelihood.glm_likelihoods import (
+    UnsupportedLikelihood,
+)
+from pymc_minibatch_mh.likelihood.graph_tools import (
+    ancestors,
+    rebuild_graph,
+    toposort,
+)
+from pymc_minibatch_mh.passes import record_rows
+
+# Graphs are evaluated a handful of times only: the Python linker compiles in
+# milliseconds on both backends, and numpy does the heavy lifting (matrix products).
+_MODE = Mode(linker="py", optimizer="fast_run").excluding("fusion")
+
+
+def _affine_rtol() -> float:
+    """Relative tolerance of the affinity checks: rounding of the model's float type."""
+    return max(1e-8, 1e3 * float(np.finfo(pytensor.config.floatX).eps))
+
+
+def _check_rtol() -> float:
+    """Relative tolerance when comparing log-likelihoods with the model's."""
+    return max(1e-6, 1e4 * float(np.finfo(pytensor.config.floatX).eps))
+
+
+_CHECK_SEED = 20240607  # fixed: the self-checks are deterministic
+
+
+@dataclass
+class _Context:
+    model: pm.Model
+    value_vars: list
+    shared: dict
+    initial_point: dict
+    rv: Variable
+    n_data: int
+    q0: np.ndarray
+
+    @property
+    def slices(self) -> dict:
+        """Slice of ``q`` of every value variable of the block."""
+        out, start = {}, 0
+        for var in self.value_vars:
+            size = int(np.size(self.initial_point[var.name]))
+            out[var] = slice(start, start + size)
+            start += size
+        return out
+
+    def free_inputs(self, graph: Variable) -> list:
+        """Value variables of the model that ``graph`` depends on."""
+        found = set(ancestors([graph]))
+        return [v for v in self.model.value_vars if v in found]
+
+    def compile(self, outputs: list, extra_inputs: Sequence[Variable] = ()):
+        """Compile ``outputs`` (in value-variable form) as ``f(q, *extra) -> list``."""
+        joined, q_var = join_nonshared_inputs(
+            point=self.initial_point,
+            outputs=outputs,
+            inputs=self.value_vars,
+            shared_inputs=self.shared,
+        )
+        fn = compile_function([q_var, *extra_inputs], joined, mode=_MODE, on_unused_input="ignore")
+        dtype = q_var.dtype
+
+        def evaluate(q, *extra):
+            return [np.asarray(o, dtype=np.float64) for o in fn(np.asarray(q, dtype), *extra)]
+
+        return evaluate
+
+    def model_loglik(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        """The model's own per-datum observed log-density, compiled over all rows."""
+        (term,) = self.model.logp(vars=[self.rv], sum=False)
+        fn = self.compile([term])
+        return lambda q, idx: fn(q)[0][np.asarray(idx)]
+
+    def describe_vars(self, variables: list) -> str:
+        parts = []
+        for var in variables:
+            rv = self.model.values_to_rvs.get(var)
+            if rv is not None and rv.name != var.name:
+                parts.append(
+                    f"{rv.name!r} (sampled on a transformed scale as {var.name!r}, so even "
+                    f"X * {rv.name} is not affine in the sampled value)"
+                )
+            else:
+                parts.append(repr(var.name))
+        return ", ".join(parts)
+
+
+def _refuse_outside_block(ctx: _Context, graph: Variable, what: str) -> None:
+    block = set(ctx.value_vars)
+    outside = [v for v in ctx.free_inputs(graph) if v not in block]
+    if outside:
+        raise UnsupportedLikelihood(
+            f"{what.capitalize()} depends on free variable(s) {[v.name for v in outside]} that "
+            "are not sampled by this step: another step would change them during sampling "
+            "while the bounds keep their initial values. Include them in the step's `vars` "
+            "(if they enter linearly), fix them as constants or pm.Data, or use MinibatchBarker "
+            "/ Austere. " + _BOUNDS_HINT
+        )
+
+
+def _columns(ctx: _Context, graph: Variable) -> list[int]:
+    """Indices of ``q`` whose value variable ``graph`` depends on."""
+    inputs = set(ctx.free_inputs(graph))
+    cols = []
+    for var, sl in ctx.slices.items():
+        if var in inputs:
+            cols.extend(range(sl.start, sl.stop))
+    return cols
+
+
+def _linearise(fn, q0: np.ndarray, columns: list[int]):
+    """Unit-step differences of an affine map: ``(jacobian, value at zero)``."""
+    base = _finite(np.array(fn(q0), dtype=np.float64), "The coefficient matrix")
+    jac = np.zeros((*base.shape, q0.size), dtype=np.float64)
+    for k in columns:
+        q = q0.copy()
+        q[k] += 1.0
+        jac[..., k] = fn(q) - base
+    offset = base - jac @ q0
+    return jac, offset
+
+
+def _verify_affine(ctx: _Context, evaluate, predict, columns: list[int], what: str) -> None:
+    """Check ``evaluate == predict`` at random points; name non-affine variables if not."""
+    rng = np.random.default_rng(_CHECK_SEED)
+    dim = ctx.q0.size
+    points = [ctx.q0 + rng.normal(size=dim), ctx.q0 + 10.0 * rng.normal(size=dim)]
+    if all(_affine_ok(evaluate, predict, q) for q in points):
+        return
+    # Name the culprits: a variable is non-linear on its own if the second difference
+    # eta(q + d) + eta(q - d) - 2 eta(q) along its coordinates is not zero.
+    offenders = []
+    for var, sl in ctx.slices.items():
+        if not set(range(sl.start, sl.stop)) & set(columns):
+            continue
+        for base, scale in ((points[0], 1.0), (points[1], 10.0)):
+            step = np.zeros(dim)
+            step[sl] = scale * rng.normal(size=sl.stop - sl.start)
+            with np.errstate(all="ignore"):
+                plus, centre, minus = (evaluate(q) for q in (base + step, base, base - step))
+                if not _close(plus, 2.0 * np.asarray(centre) - minus):
+                    offenders.append(var)
+                    break
+    if offenders:
+        detail = f"{ctx.describe_vars(offenders)} enter(s) non-linearly."
+    else:
+        detail = "each variable enters linearly on its own, but they interact (e.g. a product)."
+    raise UnsupportedLikelihood(
+        f"{what} is not affine in the sampled variables: {detail} TunaMH/FlyMC recognise "
+        "eta = X @ beta + intercept with the coefficients as free variables on their own "
+        "(unconstrained) scale. Reparameterise, leave the non-linear variables out of the "
+        "step, or use MinibatchBarker / Austere. " + _SUPPORTED + " " + _BOUNDS_HINT
+    )
+
+
+def _affine_ok(evaluate, predict, q: np.ndarray) -> bool:
+    with np.errstate(all="ignore"):
+        return _close(evaluate(q), predict(q))
+
+
+def _close(actual, expected) -> bool:
+    """Equal up to rounding, relative to the magnitude of the values."""
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    if not (np.all(np.isfinite(actual)) and np.all(np.isfinite(expected))):
+        return False
+    scale = 1.0 + max(np.max(np.abs(actual), initial=0.0), np.max(np.abs(expected), initial=0.0))
+    return bool(np.max(np.abs(actual - expected), initial=0.0) <= _affine_rtol() * scale)
+
+
+@dataclass
+class _Product:
+    """A product ``X @ W(q)`` in the linear predictor.
+
+    ``X`` is an (N, P) data matrix and ``W(q)`` a (P, M) matrix affine in ``q``:
+    ``W(q).ravel() = coef_map @ q + coef_offset``. ``weight`` is the derivative of the
+    linear predictor with respect to the product output (N, 1) -> (N,) or (N, K),
+    taken elementwise (found by setting the output to ones).
+    """
+
+    output: Variable
+    placeholder: Variable
+    features: np.ndarray
+    coef_map: np.ndarray
+    coef_offset: np.ndarray
+    weight: np.ndarray | None = None
+
+
+@dataclass
+class _Decomposition:
+    products: list[_Product]
+    residual_jac: np.ndarray  # unit-step jacobian (N, ..., D), or one row (..., D)
+    value_q0: np.ndarray  # the graph at q0, broadcast to (N, *trailing)
+    full: Callable  # q -> graph value, broadcast to (N, *trailing)
+
+
+def _decompose(
+    ctx: _Context,
+    graph: Variable,
+    trailing: tuple,
+    what: str,
+    *,
+    per_row: bool = True,
+    not_row_constant: str = "",
+) -> _Decomposition:
+    """Split ``graph`` into data products ``X @ W(q)`` and a residual, both linearised.
+
+    The products are linearised through their small coefficient matrices (cost
+    O(P * M) per coordinate), so the N-row data matrices are multiplied only once.
+    Only the residual (intercepts, per-row terms such as ``b * x[:, 2]``) is
+    differenced numerically over all N rows, for the coordinates it depends on.
+    With ``per_row=False`` the residual must change identically on every row
+    (an intercept), else ``UnsupportedLikelihood(not_row_constant)`` is raised.
+    """
+    n_data = ctx.n_data
+    shape = (n_data, *trailing)
+    width = trailing[0] if trailing else 1
+    full_fn = ctx.compile([graph])
+    value_q0 = _finite(_broadcast(full_fn(ctx.q0)[0], shape, what), what)
+    products = _find_products(ctx, graph, width)
+    stripped = graph
+    if products:
+        stripped = rebuild_graph(graph, {p.output: p.placeholder for p in products})
+    stripped_fn = ctx.compile([stripped], [p.placeholder for p in products])
+    zeros = [np.zeros((n_data, width), dtype=p.placeholder.dtype) for p in products]
+
+    def residual(q):
+        return _broadcast(stripped_fn(q, *zeros)[0], shape, what)
+
+    base = _finite(np.array(residual(ctx.q0)), what)
+    for j, product in enumerate(products):
+        ones = list(zeros)
+        ones[j] = np.ones_like(zeros[j])
+        product.weight = _broadcast(stripped_fn(ctx.q0, *ones)[0], shape, what) - base
+    # Unit-step differences of the residual. Per-row residuals give an (N, D) block;
+    # otherwise only one row is kept and every other row must agree with it.
+    jac = np.zeros((*(shape if per_row else trailing), ctx.q0.size))
+    for k in _columns(ctx, stripped):
+        q = ctx.q0.copy()
+        q[k] += 1.0
+        delta = residual(q) - base
+        if per_row:
+            jac[..., k] = delta
+        elif _close(delta, np.broadcast_to(delta[0], delta.shape)):
+            jac[..., k] = delta[0]
+        else:
+            raise UnsupportedLikelihood(not_row_constant)
+    return _Decomposition(
+        products=products,
+        residual_jac=jac,
+        value_q0=value_q0,
+        full=lambda q: _broadcast(full_fn(q)[0], shape, what),
+    )
+
+
+def _find_products(ctx: _Context, graph: Variable, width: int) -> list[_Product]:
+    """Products ``X @ W`` in ``graph`` with X (N, P) free of q and W (P, width) in q."""
+    block = set(ctx.value_vars)
+    candidates = []
+    for node in toposort([graph]):
+        op = node.op
+        is_dot = isinstance(op, Dot) or (
+            isinstance(op, Blockwise) and isinstance(getattr(op, "core_op", None), Dot)
+        )
+        if not is_dot or len(node.inputs) != 2:
+            continue
+        x_var, w_var = node.inputs
+        if x_var.ndim != 2 or w_var.ndim != 2:
+            continue
+        if ctx.free_inputs(x_var) or not set(ctx.free_inputs(w_var)) & block:
+            continue
+        candidates.append((node.outputs[0], x_var, w_var))
+    if not candidates:
+        return []
+    x_values = compile_function([], [x for _, x, _ in candidates], mode=_MODE)()
+    record_rows(ctx.n_data, ctx.n_data)  # the features are read (and copied) once
+    w_fn = ctx.compile([w for _, _, w in candidates])
+    w_values = w_fn(ctx.q0)
+    products = []
+    for j, (out, _, w_var) in enumerate(candidates):
+        x_value = np.array(x_values[j], dtype=np.float64)  # a copy: pm.set_data cannot alter it
+        if x_value.shape[0] != ctx.n_data or w_values[j].shape != (x_value.shape[1], width):
+            continue  # not per-datum features times a (P, width) matrix: stays in the residual
+
+        def w_flat(q, j=j):
+            return w_fn(q)[j].ravel()
+
+        coef_map, coef_offset = _linearise(w_flat, ctx.q0, _columns(ctx, w_var))
+        placeholder = pt.tensor(dtype=out.dtype, shape=(ctx.n_data, width))
+        products.append(_Product(out, placeholder, x_value, coef_map, coef_offset))
+    return products
+
+
+def _add_features_times_map(
+    design: np.ndarray, features: np.ndarray, coef_map: np.ndarray, weight: np.ndarray
+) -> None:
+    """``design += weight[:, None] * (features @ coef_map)``, in O(N * D) when possible.
+
+    Coefficient maps usually pick one coordinate per coefficient (``W`` is a value
+    variable, possibly scaled or with fixed entries); then each column of the design
+    is one feature column. Otherwise a dense product is formed for the columns used.
+    """
+    used = np.flatnonzero(np.any(coef_map != 0, axis=0))
+    sub = coef_map[:, used]
+    row_weight = weight.reshape(-1)
+    if np.all(np.count_nonzero(sub, axis=0) == 1):
+        rows = np.argmax(sub != 0, axis=0)
+        for pos, (col, row) in enumerate(zip(used, rows, strict=True)):
+            design[:, col] += (sub[row, pos] * row_weight) * features[:, row]
+    else:
+        design[:, used] += row_weight[:, None] * (features @ sub)
+
+
+def _broadcast(value: np.ndarray, shape: tuple, what: str) -> np.ndarray:
+    try:
+        return np.broadcast_to(value, shape)
+    except ValueError:
+        raise UnsupportedLikelihood(
+            f"{what} has shape {np.shape(value)}; expected one value per data point, shape {shape}."
+        ) from None
+
+
+def _finite(value: np.ndarray, what: str) -> np.ndarray:
+    if not np.all(np.isfinite(value)):
+        raise UnsupportedLikelihood(
+            f"{what} is not finite at the initial point; check the data for NaN/inf and the "
+            "initial values."
+        )
+    return value

@@ -1,0 +1,199 @@
+"""Which distribution and link an observed variable has, read from its PyMC graph.
+
+:func:`_match_family` maps an observed random variable to a family name, the graph of
+its linear predictor (inverse link removed) and its other parameters; the helpers check
+the observations and describe what was found when a model is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pymc as pm
+from pytensor.graph.basic import Variable
+from pytensor.scalar.basic import Exp
+from pytensor.scalar.math import Sigmoid
+from pytensor.tensor.elemwise import DimShuffle, Elemwise
+from pytensor.tensor.shape import SpecifyShape
+from pytensor.tensor.special import Softmax
+
+from pymc_minibatch_mh.likelihood.glm_likelihoods import (
+    UnsupportedLikelihood,
+)
+from pymc_minibatch_mh.likelihood.graph_tools import (
+    data_value,
+    rebuild_graph,
+    tensor_data_inputs,
+)
+
+_SUPPORTED = (
+    "Supported likelihoods (one or more observed variables over the same rows, eta affine in "
+    "the sampled variables): "
+    "Bernoulli(logit_p=eta) or Bernoulli(p=pm.math.invlogit(eta)); Poisson(mu=pm.math.exp(eta)); "
+    "Normal(mu=eta, sigma=s); StudentT(nu=<fixed>, mu=eta, sigma=s) with s fixed or one free "
+    "positive scale; "
+    "Categorical(logit_p=X @ W + b)."
+)
+
+
+_BOUNDS_HINT = (
+    "TunaMH and FlyMC also accept explicit bounds for other likelihoods (see the `bound=` "
+    "argument of the step, and TunaMH's `c=` / `metric=`); MinibatchBarker and Austere need "
+    "no bounds at all."
+)
+
+
+def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
+    """Family name, the variable carrying the linear predictor, and fixed parameters."""
+    node = rv.owner
+    op = node.op
+    params = _dist_params(node)
+    name = rv.name
+    if isinstance(op, _rv_type(pm.Bernoulli)):
+        (p,) = params
+        eta = _strip_link(p, _elemwise_of(Sigmoid))
+        if eta is None:
+            raise UnsupportedLikelihood(
+                f"Observed variable {name!r} is Bernoulli with p = {_describe(p)}, which is not "
+                "a logistic link. Write the model with `pm.Bernoulli(..., logit_p=eta)` (or "
+                "`p=pm.math.invlogit(eta)`) with eta affine in the parameters. "
+                + _SUPPORTED
+                + " "
+                + _BOUNDS_HINT
+            )
+        return "bernoulli_logit", eta, {}
+    if isinstance(op, _rv_type(pm.Poisson)):
+        (mu,) = params
+        eta = _strip_link(mu, _elemwise_of(Exp))
+        if eta is None:
+            raise UnsupportedLikelihood(
+                f"Observed variable {name!r} is Poisson with mu = {_describe(mu)}, which is not "
+                "a log link. Write `pm.Poisson(..., mu=pm.math.exp(eta))` with eta affine in "
+                "the parameters. " + _SUPPORTED + " " + _BOUNDS_HINT
+            )
+        return "poisson_log", eta, {}
+    if isinstance(op, _rv_type(pm.Normal)):
+        mu, sigma = params
+        return "normal", mu, {"sigma": sigma}
+    if isinstance(op, _rv_type(pm.StudentT)):
+        nu, mu, sigma = params
+        return "student_t", mu, {"nu": nu, "sigma": sigma}
+    if isinstance(op, _rv_type(pm.Categorical)):
+        (p,) = params
+        logits = _strip_link(p, _is_last_axis_softmax)
+        if logits is None:
+            raise UnsupportedLikelihood(
+                f"Observed variable {name!r} is Categorical with p = {_describe(p)}, not a "
+                "softmax over the last axis. Write `pm.Categorical(..., logit_p=X @ W + b)`. "
+                + _SUPPORTED
+                + " "
+                + _BOUNDS_HINT
+            )
+        return "categorical_logit", logits, {}
+    raise UnsupportedLikelihood(
+        f"Observed variable {name!r} has distribution {type(op).__name__}, which the "
+        "linear-predictor recogniser does not know. " + _SUPPORTED + " " + _BOUNDS_HINT
+    )
+
+
+def _rv_type(dist) -> type:
+    """The RandomVariable class behind a PyMC distribution (PyMC 5.2x and 6.x)."""
+    rv_type = getattr(dist, "rv_type", None)
+    if isinstance(rv_type, type):
+        return rv_type
+    return type(dist.rv_op)
+
+
+def _dist_params(node) -> list:
+    op = node.op
+    if hasattr(op, "dist_params"):
+        return list(op.dist_params(node))
+    return list(node.inputs[2:])  # pragma: no cover - (rng, size, *params) layout
+
+
+def _strip_link(var: Variable, is_link: Callable) -> Variable | None:
+    """``var`` with its inverse-link node removed, looking through shape-only wrappers."""
+    current = var
+    while current.owner is not None:
+        op = current.owner.op
+        if is_link(current.owner):
+            return rebuild_graph(var, {current: current.owner.inputs[0]})
+        if isinstance(op, DimShuffle | SpecifyShape):
+            current = current.owner.inputs[0]
+            continue
+        return None
+    return None
+
+
+def _elemwise_of(scalar_op_type: type) -> Callable:
+    def is_link(node) -> bool:
+        op = node.op
+        return isinstance(op, Elemwise) and isinstance(op.scalar_op, scalar_op_type)
+
+    return is_link
+
+
+def _is_last_axis_softmax(node) -> bool:
+    """Softmax over the last axis (pytensor 2 stores ``axis=-1``, pytensor 3 ``(ndim-1,)``)."""
+    if not isinstance(node.op, Softmax):
+        return False
+    ndim = node.inputs[0].ndim
+    axis = node.op.axis
+    if axis is None:
+        return ndim == 1
+    axes = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
+    return len(axes) == 1 and axes[0] % ndim == ndim - 1
+
+
+def _describe(var: Variable) -> str:
+    """A short description of what a parameter is, for error messages."""
+    while var.owner is not None and isinstance(var.owner.op, DimShuffle | SpecifyShape):
+        var = var.owner.inputs[0]
+    owner = var.owner
+    if owner is None:
+        return "a constant or data array"
+    op = owner.op
+    if hasattr(op, "dist_params"):
+        return f"the random variable {var.name!r}" if var.name else "a random variable"
+    if isinstance(op, Elemwise):
+        return f"{type(op.scalar_op).__name__.lower()}(...)"
+    return f"{type(op).__name__}(...)"
+
+
+def _refuse_data_potentials(model: pm.Model, n_data: int) -> None:
+    """Potentials that read per-datum data are likelihood terms the bounds cannot see."""
+    for potential in model.potentials:
+        for var, value in tensor_data_inputs([potential]):
+            if value.ndim >= 1 and value.shape[0] == n_data:
+                raise UnsupportedLikelihood(
+                    f"Potential {potential.name!r} reads per-datum data "
+                    f"({var.name or 'an array'} with {n_data} rows): it is a likelihood "
+                    "term that the bounds of TunaMH/FlyMC cannot cover, and it would be "
+                    "evaluated on all N rows at every step. Express it as an observed "
+                    "distribution, or use MinibatchBarker / Austere. " + _BOUNDS_HINT
+                )
+
+
+def _observed_values(model: pm.Model, rv: Variable, family: str, n_data: int) -> np.ndarray:
+    values = np.asarray(data_value(model.rvs_to_values[rv]))
+    if values.shape != (n_data,):
+        raise UnsupportedLikelihood(
+            f"Observed variable {rv.name!r} has shape {values.shape}; the linear-predictor "
+            f"recogniser needs one observation per data point, shape ({n_data},). " + _BOUNDS_HINT
+        )
+    if family == "bernoulli_logit" and not np.all((values == 0) | (values == 1)):
+        raise UnsupportedLikelihood(f"Bernoulli observations of {rv.name!r} must be 0 or 1.")
+    if family == "poisson_log" and not np.all((values >= 0) & (values == np.round(values))):
+        raise UnsupportedLikelihood(
+            f"Poisson observations of {rv.name!r} must be non-negative integers."
+        )
+    if family == "categorical_logit" and not np.all(values == np.round(values)):
+        raise UnsupportedLikelihood(
+            f"Categorical observations of {rv.name!r} must be integer class indices."
+        )
+    return values
+
+
+def _family_label(family: str) -> str:
+    return {"normal": "Normal", "student_t": "StudentT"}.get(family, family)

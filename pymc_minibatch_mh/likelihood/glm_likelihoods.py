@@ -1,0 +1,306 @@
+"""What the recogniser hands over: a GLM likelihood as plain numpy arrays.
+
+:class:`LinearPredictorLikelihood` holds one observed variable's family, design,
+offset, observations and parameters (with an optional free log-scale channel);
+:class:`CompositeLikelihood` several of them over the same rows; :func:`family_loglik`
+evaluates their per-datum log-densities in numpy. Bounds and kernels read these objects
+and never see PyTensor; this module does not import PyMC either.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import gammaln, logsumexp
+
+FAMILIES = ("bernoulli_logit", "student_t", "normal", "poisson_log", "categorical_logit")
+
+
+_SCALAR_FAMILIES = ("bernoulli_logit", "student_t", "normal", "poisson_log")
+
+
+#: Families whose scale ``sigma`` may be a free parameter (log sigma affine in q).
+SCALE_FAMILIES = ("normal", "student_t")
+
+
+class UnsupportedLikelihood(ValueError):
+    """The model's likelihood is not one of the recognised linear-predictor families."""
+
+
+@dataclass(frozen=True, eq=False)
+class LinearPredictorLikelihood:
+    """A per-datum likelihood ``p(y_i | eta_i)`` with ``eta`` affine in ``q``.
+
+    Parameters
+    ----------
+    family : str
+        One of :data:`FAMILIES`.
+    design : ndarray
+        Scalar families: ``(N, D)`` with ``eta = design @ q + offset``.
+        ``"categorical_logit"``: ``(N, P)`` feature matrix (see ``coef_map``).
+    offset : ndarray
+        ``(N,)`` for scalar families, ``(N, K)`` for ``"categorical_logit"``.
+    observed : ndarray
+        ``(N,)`` observations: 0/1 (float) for Bernoulli, class index 0..K-1
+        (int) for Categorical, counts (float) for Poisson, reals otherwise.
+    params : dict
+        Fixed family parameters, each a float or an ``(N,)`` array:
+        ``{"nu", "sigma"}`` for Student-t, ``{"sigma"}`` for Normal, empty otherwise.
+        Without ``"sigma"`` when the scale is free (``scale_row``).
+    scale_row, scale_offset : ndarray and float, optional
+        Normal and Student-t with a free scale: ``log sigma = scale_row @ q +
+        scale_offset``, the same for every datum (e.g. ``sigma`` a positive free
+        variable sampled on the log scale). None for a fixed ``sigma``.
+    coef_map, coef_offset : ndarray, optional
+        ``"categorical_logit"`` only: ``A`` of shape ``(P*K, D)`` and ``w0`` of shape
+        ``(P*K,)`` such that ``logits = design @ (A @ q + w0).reshape(P, K) + offset``.
+    n_classes : int, optional
+        ``"categorical_logit"`` only: the number of classes K.
+
+    Notes
+    -----
+    Memory: ``design`` is dense float64, 8 N D bytes for scalar families
+    (8 N P for categorical), plus ``offset`` (N or N K floats). All arrays
+    are read-only views.
+
+    References
+    ----------
+    .. [1] Maclaurin, D. and Adams, R. P. (2014). Firefly Monte Carlo: Exact MCMC
+       with subsets of data. UAI.
+    .. [2] Zhang, R., Cooper, A. F. and De Sa, C. (2020). Asymptotically optimal
+       exact minibatch Metropolis-Hastings. NeurIPS.
+    """
+
+    family: str
+    design: np.ndarray
+    offset: np.ndarray
+    observed: np.ndarray
+    params: dict
+    coef_map: np.ndarray | None = None
+    coef_offset: np.ndarray | None = None
+    n_classes: int | None = None
+    scale_row: np.ndarray | None = None
+    scale_offset: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}.")
+        design = _frozen(self.design, np.float64)
+        n_data = design.shape[0] if design.ndim == 2 else -1
+        if design.ndim != 2:
+            raise ValueError(f"design must be 2-D, got shape {design.shape}.")
+        observed = _frozen(
+            self.observed, np.int64 if self.family == "categorical_logit" else np.float64
+        )
+        if observed.shape != (n_data,):
+            raise ValueError(f"observed has shape {observed.shape}, expected ({n_data},).")
+        offset = _frozen(self.offset, np.float64)
+        if self.family == "categorical_logit":
+            k = int(self.n_classes or 0)
+            coef_map = _frozen(self.coef_map, np.float64)
+            coef_offset = _frozen(self.coef_offset, np.float64)
+            p_k = design.shape[1] * k
+            if k < 2 or offset.shape != (n_data, k):
+                raise ValueError(
+                    f"categorical_logit needs n_classes >= 2 and offset of shape (N, K); got "
+                    f"n_classes={self.n_classes}, offset {offset.shape}."
+                )
+            if coef_map.ndim != 2 or coef_map.shape[0] != p_k or coef_offset.shape != (p_k,):
+                raise ValueError(
+                    f"coef_map must be (P*K, D) = ({p_k}, D) and coef_offset ({p_k},); got "
+                    f"{coef_map.shape} and {coef_offset.shape}."
+                )
+            object.__setattr__(self, "coef_map", coef_map)
+            object.__setattr__(self, "coef_offset", coef_offset)
+            object.__setattr__(self, "n_classes", k)
+        else:
+            if offset.shape != (n_data,):
+                raise ValueError(f"offset has shape {offset.shape}, expected ({n_data},).")
+            if self.coef_map is not None or self.coef_offset is not None:
+                raise ValueError("coef_map / coef_offset are only used by categorical_logit.")
+        needed = {"student_t": {"nu", "sigma"}, "normal": {"sigma"}}.get(self.family, set())
+        if self.scale_row is not None:
+            if self.family not in SCALE_FAMILIES:
+                raise ValueError(
+                    f"scale_row (a free scale) is only used by {SCALE_FAMILIES}; got "
+                    f"{self.family!r}."
+                )
+            scale_row = _frozen(self.scale_row, np.float64)
+            if scale_row.shape != (design.shape[1],) or not np.all(np.isfinite(scale_row)):
+                raise ValueError(
+                    f"scale_row must be a finite vector of length D = {design.shape[1]}; got "
+                    f"shape {scale_row.shape}."
+                )
+            if not math.isfinite(float(self.scale_offset)):
+                raise ValueError("scale_offset must be finite.")
+            object.__setattr__(self, "scale_row", scale_row)
+            object.__setattr__(self, "scale_offset", float(self.scale_offset))
+            needed = needed - {"sigma"}
+        if set(self.params) != needed:
+            raise ValueError(
+                f"{self.family} needs params {sorted(needed)}, got {sorted(self.params)}."
+            )
+        params = {}
+        for name, value in self.params.items():
+            value = np.asarray(value, dtype=np.float64)
+            if value.size == 1:
+                params[name] = float(value.reshape(()))
+            elif value.shape == (n_data,):
+                params[name] = _frozen(value, np.float64)
+            else:
+                raise ValueError(
+                    f"Parameter {name!r} must be a scalar or have shape ({n_data},), got "
+                    f"{value.shape}."
+                )
+            if not np.all(np.asarray(params[name]) > 0) or not np.all(np.isfinite(params[name])):
+                raise ValueError(f"Parameter {name!r} must be positive and finite.")
+        object.__setattr__(self, "design", design)
+        object.__setattr__(self, "offset", offset)
+        object.__setattr__(self, "observed", observed)
+        object.__setattr__(self, "params", params)
+
+    @property
+    def n_data(self) -> int:
+        """Number of data points N."""
+        return int(self.design.shape[0])
+
+    @property
+    def ndim(self) -> int:
+        """Length D of the raveled parameter vector ``q``."""
+        if self.family == "categorical_logit":
+            return int(self.coef_map.shape[1])
+        return int(self.design.shape[1])
+
+    def coefficients(self, q: np.ndarray) -> np.ndarray:
+        """``categorical_logit`` only: the ``(P, K)`` coefficient matrix at ``q``."""
+        if self.family != "categorical_logit":
+            raise ValueError("coefficients() is only defined for categorical_logit.")
+        return (self.coef_map @ q + self.coef_offset).reshape(self.design.shape[1], -1)
+
+    def linear_predictor(self, q: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        """``eta`` of the rows ``idx`` (all rows if None).
+
+        Returns shape ``(len(idx),)`` for scalar families and ``(len(idx), K)``
+        (the logits) for ``"categorical_logit"``.
+        """
+        q = np.asarray(q, dtype=np.float64)
+        rows = slice(None) if idx is None else np.asarray(idx)
+        if self.family == "categorical_logit":
+            return self.design[rows] @ self.coefficients(q) + self.offset[rows]
+        return self.design[rows] @ q + self.offset[rows]
+
+    @property
+    def free_scale(self) -> bool:
+        """Whether ``sigma`` is a free parameter (``log sigma = scale_row @ q + offset``)."""
+        return self.scale_row is not None
+
+    def log_scale(self, q: np.ndarray) -> float:
+        """``log sigma`` at ``q`` (free scale only)."""
+        if self.scale_row is None:
+            raise ValueError("log_scale() needs a free scale (scale_row).")
+        return float(self.scale_row @ np.asarray(q, dtype=np.float64) + self.scale_offset)
+
+    def loglik(self, q: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        """Untempered per-datum log-likelihood of the rows ``idx`` (all rows if None)."""
+        rows = slice(None) if idx is None else np.asarray(idx)
+        eta = self.linear_predictor(q, idx)
+        params = {
+            name: value if np.ndim(value) == 0 else value[rows]
+            for name, value in self.params.items()
+        }
+        if self.scale_row is not None:
+            params["sigma"] = math.exp(self.log_scale(q))
+        return family_loglik(self.family, eta, self.observed[rows], params)
+
+
+@dataclass(frozen=True, eq=False)
+class CompositeLikelihood:
+    """Several observed variables over the same N rows: ``l_i = sum_k l_i^(k)``.
+
+    Each part is a :class:`LinearPredictorLikelihood` over the same raveled block ``q``;
+    bounds that share a metric add up part by part (TunaMH's remainder bounds do).
+
+    Parameters
+    ----------
+    parts : tuple of LinearPredictorLikelihood
+        One per observed variable, each with N rows.
+    names : tuple of str
+        The observed variables' names, in the same order.
+    """
+
+    parts: tuple
+    names: tuple
+    family: str = "composite"
+
+    def __post_init__(self) -> None:
+        if len(self.parts) < 2 or len(self.names) != len(self.parts):
+            raise ValueError("A composite likelihood needs two or more named parts.")
+        sizes = {(part.n_data, part.ndim) for part in self.parts}
+        if len(sizes) != 1:
+            raise ValueError(f"The parts disagree on (N, D): {sorted(sizes)}.")
+
+    @property
+    def n_data(self) -> int:
+        return self.parts[0].n_data
+
+    @property
+    def ndim(self) -> int:
+        return self.parts[0].ndim
+
+    @property
+    def free_scale(self) -> bool:
+        return any(getattr(part, "free_scale", False) for part in self.parts)
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        return tuple(part.family for part in self.parts)
+
+    def loglik(self, q: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        """Untempered per-datum log-likelihood (sum over the parts)."""
+        return sum(part.loglik(q, idx) for part in self.parts)
+
+
+def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> np.ndarray:
+    """Per-datum log-density of ``y`` given the linear predictor ``eta`` (numpy, stable).
+
+    Parameters
+    ----------
+    family : str
+        One of :data:`FAMILIES`.
+    eta : ndarray
+        ``(n,)`` linear predictor, or ``(n, K)`` logits for ``"categorical_logit"``.
+    y : ndarray
+        ``(n,)`` observations.
+    params : dict
+        Fixed parameters (scalars or arrays broadcastable to ``(n,)``).
+    """
+    if family == "bernoulli_logit":
+        # log sigmoid(s) = -log(1 + exp(-s)), with s = eta for y = 1 and -eta for y = 0.
+        signed = np.where(y > 0.5, eta, -eta)
+        return -np.logaddexp(0.0, -signed)
+    if family == "poisson_log":
+        return y * eta - np.exp(eta) - gammaln(y + 1.0)
+    if family == "normal":
+        sigma = params["sigma"]
+        z = (y - eta) / sigma
+        return -0.5 * np.log(2.0 * np.pi) - np.log(sigma) - 0.5 * z * z
+    if family == "student_t":
+        nu, sigma = params["nu"], params["sigma"]
+        z = (y - eta) / sigma
+        const = (
+            gammaln(0.5 * (nu + 1.0)) - gammaln(0.5 * nu) - 0.5 * np.log(nu * np.pi) - np.log(sigma)
+        )
+        return const - 0.5 * (nu + 1.0) * np.log1p(z * z / nu)
+    if family == "categorical_logit":
+        y = np.asarray(y, dtype=np.int64)
+        chosen = np.take_along_axis(eta, y[:, None], axis=1)[:, 0]
+        return chosen - logsumexp(eta, axis=1)
+    raise ValueError(f"Unknown family {family!r}; expected one of {FAMILIES}.")
+
+
+def _frozen(value, dtype) -> np.ndarray:
+    array = np.asarray(value, dtype=dtype).view()
+    array.setflags(write=False)
+    return array
