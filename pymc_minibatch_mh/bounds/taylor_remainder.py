@@ -133,8 +133,7 @@ def needs_region(lp: LinearPredictorLikelihood) -> bool:
     """Whether the remainder bound of ``lp`` holds only on a trust region."""
     parts = getattr(lp, "parts", (lp,))
     return any(
-        part.family == "poisson_log" or bool(getattr(part, "free_scale", False))
-        for part in parts
+        part.family == "poisson_log" or bool(getattr(part, "free_scale", False)) for part in parts
     )
 
 
