@@ -6,14 +6,17 @@ through two affine channels, ``l_n = f_n(eta_n, s)`` with
 ``g(u) = -(nu + 1)/2 log(1 + u^2/nu)`` for Student-t). Measure the channels in the
 units ``W = diag(w, 1)``, ``w = e^{-s*}`` (``eta`` in units of the reference ``sigma``).
 Taylor's theorem at the MAP's channels ``(eta_n*, s*)`` gives, for any point of a convex
-set on which the scaled Hessian has operator norm at most ``lambda_n``,
+set on which ``-H <= diag(m_n, k_n)`` for the scaled Hessian ``H`` (in the psd order),
 
     l_n >= l_n* + f_eta,n (eta_n - eta_n*) + f_s,n (s - s*)
-           - lambda_n / 2 (w^2 (eta_n - eta_n*)^2 + (s - s*)^2),
+           - (m_n w^2 (eta_n - eta_n*)^2 + k_n (s - s*)^2) / 2,
 
 a quadratic in ``q`` (both channels are affine in ``q``) that touches ``l_n`` at the MAP.
-Its sum over all data collapses to ``O(D^2)`` numbers:
-``H = -(w^2 sum_n lambda_n x_n x_n^T + (sum_n lambda_n) z z^T)`` and a gradient
+If the entries of ``H`` are bounded, ``|H_ee| <= A``, ``|H_es| <= B``, ``|H_ss| <= C``, then
+``m_n = A + kappa B`` and ``k_n = C + B / kappa`` work for any ``kappa > 0`` (split the
+cross term with ``2 |B x y| <= B (kappa x^2 + y^2 / kappa)``); ``kappa_n`` is chosen to
+balance the two channels at their Laplace scales. The sum over all data collapses to
+``O(D^2)`` numbers: ``H = -(w^2 sum_n m_n x_n x_n^T + (sum_n k_n) z z^T)`` and a gradient
 ``sum_n f_eta,n x_n + (sum_n f_s,n) z``.
 
 The scaled Hessian, with ``u = (y - eta) e^{-s}`` and ``delta = s - s*``, is
@@ -21,15 +24,15 @@ The scaled Hessian, with ``u = (y - eta) e^{-s}`` and ``delta = s - s*``, is
     [[e^{-2 delta} g\'\'(u),  e^{-delta} (g\'(u) + u g\'\'(u))],
      [e^{-delta} (g\'(u) + u g\'\'(u)),  u g\'(u) + u^2 g\'\'(u)]],
 
-and its Frobenius norm bounds the operator norm. On the trust region
-``R = {q : ||L^{-1}(q - q*)|| <= rho}``, ``e^{-delta} <= E = exp(rho sqrt(z' S z))``
-(``S = L L^T``) and ``|y_n - eta_n| <= |y_n - eta_n*| + rho ||L^T x_n||``. So
+On the trust region ``R = {q : ||L^{-1}(q - q*)|| <= rho}``,
+``e^{-delta} <= E = exp(rho sqrt(z' S z))`` (``S = L L^T``) and
+``|y_n - eta_n| <= |y_n - eta_n*| + rho ||L^T x_n||``. So
 
-* Normal (``g\' = -u``, ``g\'\' = -1``): ``lambda_n = sqrt(E^4 + 8 U_n^2 E^2 + 4 U_n^4)`` with
+* Normal (``g\' = -u``, ``g\'\' = -1``): ``A = E^2``, ``B = 2 U_n E``, ``C = 2 U_n^2`` with
   ``U_n`` the largest ``|u|`` on ``R``;
 * Student-t: the three functions of ``u`` are bounded on the real line, with suprema
   ``C_1, C_2, C_3`` found once numerically (then enlarged by 0.1 %):
-  ``lambda = sqrt(C_1^2 E^4 + 2 C_2^2 E^2 + C_3^2)``, the same for every datum.
+  ``A = C_1 E^2``, ``B = C_2 E``, ``C = C_3``.
 
 FlyMC rejects proposals outside ``R``, so the chain is exact for the posterior
 restricted to ``R``.
@@ -85,7 +88,7 @@ def student_t_hessian_constants(nu: float) -> tuple[float, float, float]:
 class FreeScaleQuadraticBound:
     """Per-datum quadratic log-bound in two channels (``eta_n`` and ``s``), collapsed.
 
-    ``log B_n(q) = v_n + a_n e_n + b_n t - lambda_n / 2 (w^2 e_n^2 + t^2)`` with
+    ``log B_n(q) = v_n + a_n e_n + b_n t - (m_n w^2 e_n^2 + k_n t^2) / 2`` with
     ``e_n = x_n . (q - q*)`` and ``t = z . (q - q*)``. Build it with
     :func:`map_tuned_free_scale`. Untempered, like every bound here.
 
@@ -96,8 +99,10 @@ class FreeScaleQuadraticBound:
         ``z``.
     centre : ndarray, shape (D,)
         ``q*`` (the MAP), where the bound touches the likelihood.
-    value, slope_eta, slope_scale, curvature : ndarray, shape (N,)
-        ``v_n``, ``a_n``, ``b_n`` and ``lambda_n >= 0``.
+    value, slope_eta, slope_scale : ndarray, shape (N,)
+        ``v_n``, ``a_n`` and ``b_n``.
+    curvature_eta, curvature_scale : ndarray, shape (N,)
+        ``m_n >= 0`` and ``k_n >= 0``.
     weight : float
         ``w = e^{-s*}``.
     collapsed : CollapsedQuadratic
@@ -113,7 +118,8 @@ class FreeScaleQuadraticBound:
     value: np.ndarray
     slope_eta: np.ndarray
     slope_scale: np.ndarray
-    curvature: np.ndarray
+    curvature_eta: np.ndarray
+    curvature_scale: np.ndarray
     weight: float
     collapsed: CollapsedQuadratic
     region: TrustRegion
@@ -141,7 +147,7 @@ class FreeScaleQuadraticBound:
             self.value[sel]
             + self.slope_eta[sel] * e
             + self.slope_scale[sel] * t
-            - 0.5 * self.curvature[sel] * (w2 * e * e + t * t)
+            - 0.5 * (self.curvature_eta[sel] * w2 * e * e + self.curvature_scale[sel] * t * t)
         )
 
     def log_bound_weighted_grad(
@@ -149,9 +155,8 @@ class FreeScaleQuadraticBound:
     ) -> np.ndarray:
         """Gradient in ``q`` of ``sum_j weights[j] log B_{idx[j]}(q)``, shape ``(D,)``."""
         e, t = self._deviations(q, idx)
-        lam = self.curvature[idx]
-        d_eta = self.slope_eta[idx] - lam * self.weight**2 * e
-        d_scale = self.slope_scale[idx] - lam * t
+        d_eta = self.slope_eta[idx] - self.curvature_eta[idx] * self.weight**2 * e
+        d_scale = self.slope_scale[idx] - self.curvature_scale[idx] * t
         return self.design[idx].T @ (weights * d_eta) + float(weights @ d_scale) * self.scale_row
 
     def log_bound_sum(self, q: np.ndarray) -> float:
@@ -207,14 +212,28 @@ def map_tuned_free_scale(
         g1 = -(nu + 1.0) * u / (nu + u * u)
     slope_eta = -w * g1  # d/d eta of g((y - eta) e^{-s}) at s*
     slope_scale = -1.0 - u * g1
+    norms = _row_norms(design, chol)
     if lp.family == "normal":
-        residual = np.abs(y - eta_centre) + rho * _row_norms(design, chol)
+        residual = np.abs(y - eta_centre) + rho * norms
         u_max = residual * math.exp(-(s_centre - s_half))
-        curvature = np.sqrt(big_e**4 + 8.0 * u_max**2 * big_e**2 + 4.0 * u_max**4)
+        # Entry bounds of the scaled Hessian on the region: |H_ee| <= E^2,
+        # |H_es| <= 2 U E, |H_ss| <= 2 U^2.
+        h_ee, h_es, h_ss = big_e**2, 2.0 * u_max * big_e, 2.0 * u_max**2
     else:
         c1, c2, c3 = student_t_hessian_constants(nu)
-        curvature = np.full(n, math.sqrt(c1**2 * big_e**4 + 2 * c2**2 * big_e**2 + c3**2))
-    if not (np.all(np.isfinite(curvature)) and np.all(np.isfinite(value))):
+        h_ee, h_es, h_ss = c1 * big_e**2, c2 * big_e, c3
+    # -H <= diag(h_ee + kappa h_es, h_ss + h_es / kappa) for any kappa > 0 (split the
+    # off-diagonal term: 2 |h_es x y| <= h_es (kappa x^2 + y^2 / kappa)). kappa balances the
+    # two gaps at the Laplace scale of each channel: sqrt(Var(t) / Var(w e_n)).
+    var_t = float(lz @ lz)
+    kappa = np.sqrt(var_t / np.maximum(w * w * norms**2, 1e-300))
+    curvature_eta = h_ee + kappa * h_es
+    curvature_scale = h_ss + h_es / kappa
+    if not (
+        np.all(np.isfinite(curvature_eta))
+        and np.all(np.isfinite(curvature_scale))
+        and np.all(np.isfinite(value))
+    ):
         raise UnsupportedBound(
             f"The {lp.family} free-scale bound overflows on the trust region. Use TunaMH()."
         )
@@ -223,10 +242,10 @@ def map_tuned_free_scale(
     for rows in chunk_rows(n, ndim, DEFAULT_CHUNK_ENTRIES):
         x = design[rows]
         grad += x.T @ slope_eta[rows]
-        hess -= (w * w) * (x.T @ (x * curvature[rows][:, None]))
+        hess -= (w * w) * (x.T @ (x * curvature_eta[rows][:, None]))
     record_rows(n, n)
     grad += float(np.sum(slope_scale)) * z
-    hess -= float(np.sum(curvature)) * np.outer(z, z)
+    hess -= float(np.sum(curvature_scale)) * np.outer(z, z)
     hess = 0.5 * (hess + hess.T)
     collapsed = CollapsedQuadratic(q_map.copy(), float(np.sum(value)), grad, hess)
     return FreeScaleQuadraticBound(
@@ -236,7 +255,8 @@ def map_tuned_free_scale(
         value,
         slope_eta,
         slope_scale,
-        curvature,
+        curvature_eta,
+        curvature_scale,
         w,
         collapsed,
         region,

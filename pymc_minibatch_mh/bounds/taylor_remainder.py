@@ -25,6 +25,10 @@ Third-derivative bounds ``L3`` (untempered):
   (nu^{3/2} sigma^3)`` (the supremum over ``t`` is found numerically once);
 * Poisson, log link: ``f''' = -exp(eta)`` has no global bound; on the trust region
   (below) ``L3_i = exp(eta_i* + rho ||L^T x_i||)``, the largest ``exp(eta_i)`` there;
+* Negative binomial (log mean, fixed ``alpha``): ``f''' = -(alpha + y) p q (q - p)`` with
+  ``p = mu / (alpha + mu)``, so ``L3_i = (alpha + y_i) sqrt(3) / 18`` globally; with a free
+  ``alpha`` the two channels ``(eta, log alpha)`` are bounded on the trust region term by
+  term (``docs/methods/tunamh.md`` lists the four third derivatives and their bounds);
 * Categorical: not provided (the softmax case needs a matrix bound).
 
 **Free scale (Normal and Student-t).** With ``s = log sigma = z . q + s0`` free, the
@@ -87,7 +91,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import linalg, optimize, special
 
 from pymc_minibatch_mh.bounds.lipschitz import (
     _CHUNK_ROWS,
@@ -124,7 +128,13 @@ def _student_t_shape_constant() -> float:
 
 #: Families whose Taylor remainders TunaMH can bound (Poisson and free scales on a trust
 #: region, the others globally).
-REMAINDER_FAMILIES = ("bernoulli_logit", "normal", "student_t", "poisson_log")
+REMAINDER_FAMILIES = (
+    "bernoulli_logit",
+    "normal",
+    "student_t",
+    "poisson_log",
+    "negative_binomial",
+)
 # Safety factor on numerically found suprema (they are found to ~1e-10 relative).
 _SUPREMUM_MARGIN = 1.001
 
@@ -166,6 +176,10 @@ def third_derivative_bound(lp: LinearPredictorLikelihood) -> np.ndarray:
         nu = np.broadcast_to(np.asarray(lp.params["nu"], dtype=np.float64), (n,))
         sigma = np.broadcast_to(np.asarray(lp.params["sigma"], dtype=np.float64), (n,))
         return 2.0 * (nu + 1.0) * _student_t_shape_constant() / (nu**1.5 * sigma**3)
+    if lp.family == "negative_binomial":
+        # f^(3) = -(alpha + y) p q (q - p) with p = mu / (alpha + mu), q = 1 - p.
+        alpha = np.broadcast_to(np.asarray(lp.params["alpha"], dtype=np.float64), (n,))
+        return (alpha + np.asarray(lp.observed, dtype=np.float64)) * LOGISTIC_THIRD_DERIVATIVE
     raise UnsupportedBound(
         f"No global bound on the third derivative of a {lp.family} log-likelihood is "
         "available (Poisson's holds on a trust region only, see taylor_remainder_bound; "
@@ -346,7 +360,9 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
     czz = float(lz @ lz)
     s_half = rho * math.sqrt(czz)
     s_star = lp.log_scale(region.centre)
-    w = math.exp(-s_star)
+    # Channel units: eta in units of the reference sigma (location-scale families); the
+    # negative binomial's channels (log mean, log alpha) are used as they are.
+    w = 1.0 if lp.family == "negative_binomial" else math.exp(-s_star)
     big_e = math.exp(s_half)  # largest e^{-delta} on the region
     design = np.asarray(lp.design, dtype=np.float64)
     n = design.shape[0]
@@ -360,7 +376,9 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
     g11, g12 = w * w * xsx, w * xsz
     half_trace, half_gap = 0.5 * (g11 + czz), 0.5 * (g11 - czz)
     op_norm_sq = half_trace + np.sqrt(half_gap * half_gap + g12 * g12)
-    if lp.family == "normal":
+    if lp.family == "negative_binomial":
+        t3 = _negative_binomial_t3(lp, region, np.sqrt(xsx), s_star, s_half)
+    elif lp.family == "normal":
         eta = lp.linear_predictor(region.centre)
         record_rows(n, n)
         residual = np.abs(np.asarray(lp.observed, dtype=np.float64) - eta) + rho * np.sqrt(xsx)
@@ -375,3 +393,31 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
         b1, b2, b3, b4 = student_t_scale_constants(float(nu[0]))
         t3 = math.sqrt(b1**2 * big_e**6 + 3 * b2**2 * big_e**4 + 3 * b3**2 * big_e**2 + b4**2)
     return 0.5 * t3 * op_norm_sq**1.5
+
+
+def _negative_binomial_t3(lp, region: TrustRegion, eta_sd, t_star, t_half) -> np.ndarray:
+    """Frobenius bound of the third derivatives of the negative binomial log-likelihood in
+    ``(eta, t = log alpha)`` over the trust region (see the module docstring)."""
+    y = np.asarray(lp.observed, dtype=np.float64)
+    eta = lp.linear_predictor(region.centre)
+    record_rows(y.size, y.size)
+    with np.errstate(over="ignore"):
+        mu_lo = np.exp(eta - region.radius * eta_sd)
+        mu_hi = np.exp(eta + region.radius * eta_sd)
+    alpha_lo, alpha_hi = math.exp(t_star - t_half), math.exp(t_star + t_half)
+    k = LOGISTIC_THIRD_DERIVATIVE  # sup |p q (q - p)| = sqrt(3) / 18
+    eee = (alpha_hi + y) * k
+    eet = k * y + 8.0 / 27.0 * alpha_hi  # p q (q - p) y - 2 alpha p^2 q, sup p^2 q = 4/27
+    ett = k * np.maximum(np.abs(y - mu_lo), np.abs(y - mu_hi))
+    # alpha^3 D psi'' + 3 alpha^2 D psi' + alpha D psi = sum_{k=1}^{y-1} h(alpha / (alpha + k))
+    # with |h(r)| <= r, so at most alpha (psi(alpha + y) - psi(alpha)) - 1, increasing in alpha.
+    polygamma_part = np.where(
+        y >= 1.0, alpha_hi * (special.digamma(alpha_hi + y) - special.digamma(alpha_hi)) - 1.0, 0.0
+    )
+    ttt = (
+        np.maximum(polygamma_part, 0.0)
+        + alpha_hi * np.log1p(mu_hi / alpha_lo)
+        + 3.0 * alpha_hi
+        + k * y
+    )
+    return np.sqrt(eee**2 + 3.0 * eet**2 + 3.0 * ett**2 + ttt**2)

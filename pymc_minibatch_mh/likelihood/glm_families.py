@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 import pymc as pm
-from pytensor.graph.basic import Variable
-from pytensor.scalar.basic import Exp
+from pytensor.graph.basic import Constant, Variable
+from pytensor.scalar.basic import Add, Exp, Log, Sub, TrueDiv
 from pytensor.scalar.math import Sigmoid
 from pytensor.tensor.elemwise import DimShuffle, Elemwise
 from pytensor.tensor.shape import SpecifyShape
@@ -32,7 +32,7 @@ _SUPPORTED = (
     "the sampled variables): "
     "Bernoulli(logit_p=eta) or Bernoulli(p=pm.math.invlogit(eta)); Poisson(mu=pm.math.exp(eta)); "
     "Normal(mu=eta, sigma=s); StudentT(nu=<fixed>, mu=eta, sigma=s) with s fixed or one free "
-    "positive scale; "
+    "positive scale; NegativeBinomial(mu=pm.math.exp(eta), alpha=a) with a fixed or free; "
     "Categorical(logit_p=X @ W + b)."
 )
 
@@ -73,6 +73,17 @@ def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
                 "the parameters. " + _SUPPORTED + " " + _BOUNDS_HINT
             )
         return "poisson_log", eta, {}
+    if isinstance(op, _rv_type(pm.NegativeBinomial)):
+        n, p = params
+        mu = _negative_binomial_mean(n, p)
+        eta = None if mu is None else _strip_link(mu, _elemwise_of(Exp))
+        if eta is None:
+            raise UnsupportedLikelihood(
+                f"Observed variable {name!r} is NegativeBinomial, but not with mu = exp(eta): "
+                "write `pm.NegativeBinomial(..., mu=pm.math.exp(eta), alpha=alpha)` with eta "
+                "affine in the parameters. " + _SUPPORTED + " " + _BOUNDS_HINT
+            )
+        return "negative_binomial", eta, {"alpha": n}
     if isinstance(op, _rv_type(pm.Normal)):
         mu, sigma = params
         return "normal", mu, {"sigma": sigma}
@@ -95,6 +106,52 @@ def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
         f"Observed variable {name!r} has distribution {type(op).__name__}, which the "
         "linear-predictor recogniser does not know. " + _SUPPORTED + " " + _BOUNDS_HINT
     )
+
+
+def _negative_binomial_mean(n: Variable, p: Variable) -> Variable | None:
+    """``mu`` when ``p`` is how PyMC writes ``NegativeBinomial(mu=, alpha=)``:
+    ``n / (mu + n)`` (PyMC 5) or ``sigmoid(log(n) - log(mu))`` (PyMC 6); else None."""
+
+    def bare(var):
+        while var.owner is not None and isinstance(var.owner.op, DimShuffle | SpecifyShape):
+            var = var.owner.inputs[0]
+        return var
+
+    def same(a, b):  # one variable, or two constants with the same value
+        a, b = bare(a), bare(b)
+        if a is b:
+            return True
+        return (
+            isinstance(a, Constant) and isinstance(b, Constant) and np.array_equal(a.data, b.data)
+        )
+
+    def elemwise(var, scalar_op_type):
+        node = bare(var).owner
+        ok = node is not None and isinstance(node.op, Elemwise)
+        return node if ok and isinstance(node.op.scalar_op, scalar_op_type) else None
+
+    # PyMC 6: p = sigmoid(log(n) - log(mu)).
+    sigmoid = elemwise(p, Sigmoid)
+    if sigmoid is not None:
+        difference = elemwise(sigmoid.inputs[0], Sub)
+        if difference is None:
+            return None
+        log_n, log_mu = (elemwise(term, Log) for term in difference.inputs)
+        if log_n is None or log_mu is None or not same(log_n.inputs[0], n):
+            return None
+        return log_mu.inputs[0]
+    # PyMC 5: p = n / (mu + n).
+    node = elemwise(p, TrueDiv)
+    if node is None:
+        return None
+    numerator, denominator = node.inputs
+    total = bare(denominator).owner
+    if not same(numerator, n) or total is None:
+        return None
+    if not (isinstance(total.op, Elemwise) and isinstance(total.op.scalar_op, Add)):
+        return None
+    terms = [term for term in total.inputs if not same(term, n)]
+    return terms[0] if len(terms) == 1 and len(total.inputs) == 2 else None
 
 
 def _rv_type(dist) -> type:
@@ -184,9 +241,10 @@ def _observed_values(model: pm.Model, rv: Variable, family: str, n_data: int) ->
         )
     if family == "bernoulli_logit" and not np.all((values == 0) | (values == 1)):
         raise UnsupportedLikelihood(f"Bernoulli observations of {rv.name!r} must be 0 or 1.")
-    if family == "poisson_log" and not np.all((values >= 0) & (values == np.round(values))):
+    counts = ("poisson_log", "negative_binomial")
+    if family in counts and not np.all((values >= 0) & (values == np.round(values))):
         raise UnsupportedLikelihood(
-            f"Poisson observations of {rv.name!r} must be non-negative integers."
+            f"{_family_label(family)} observations of {rv.name!r} must be non-negative integers."
         )
     if family == "categorical_logit" and not np.all(values == np.round(values)):
         raise UnsupportedLikelihood(
@@ -196,4 +254,9 @@ def _observed_values(model: pm.Model, rv: Variable, family: str, n_data: int) ->
 
 
 def _family_label(family: str) -> str:
-    return {"normal": "Normal", "student_t": "StudentT"}.get(family, family)
+    return {
+        "normal": "Normal",
+        "student_t": "StudentT",
+        "poisson_log": "Poisson",
+        "negative_binomial": "NegativeBinomial",
+    }.get(family, family)

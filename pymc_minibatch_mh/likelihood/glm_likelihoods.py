@@ -15,14 +15,20 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-FAMILIES = ("bernoulli_logit", "student_t", "normal", "poisson_log", "categorical_logit")
+FAMILIES = (
+    "bernoulli_logit",
+    "student_t",
+    "normal",
+    "poisson_log",
+    "negative_binomial",
+    "categorical_logit",
+)
+_SCALAR_FAMILIES = FAMILIES[:-1]
 
 
-_SCALAR_FAMILIES = ("bernoulli_logit", "student_t", "normal", "poisson_log")
-
-
-#: Families whose scale ``sigma`` may be a free parameter (log sigma affine in q).
-SCALE_FAMILIES = ("normal", "student_t")
+#: Families with a positive parameter that may be free (its log affine in q), and its name.
+SCALE_PARAMS = {"normal": "sigma", "student_t": "sigma", "negative_binomial": "alpha"}
+SCALE_FAMILIES = tuple(SCALE_PARAMS)
 
 
 class UnsupportedLikelihood(ValueError):
@@ -47,12 +53,14 @@ class LinearPredictorLikelihood:
         (int) for Categorical, counts (float) for Poisson, reals otherwise.
     params : dict
         Fixed family parameters, each a float or an ``(N,)`` array:
-        ``{"nu", "sigma"}`` for Student-t, ``{"sigma"}`` for Normal, empty otherwise.
-        Without ``"sigma"`` when the scale is free (``scale_row``).
+        ``{"nu", "sigma"}`` for Student-t, ``{"sigma"}`` for Normal, ``{"alpha"}`` for the
+        negative binomial (mean ``exp(eta)``, dispersion ``alpha``), empty otherwise.
+        Without ``"sigma"`` / ``"alpha"`` when that parameter is free (``scale_row``).
     scale_row, scale_offset : ndarray and float, optional
         Normal and Student-t with a free scale: ``log sigma = scale_row @ q +
         scale_offset``, the same for every datum (e.g. ``sigma`` a positive free
-        variable sampled on the log scale). None for a fixed ``sigma``.
+        variable sampled on the log scale); for the negative binomial the same for
+        ``log alpha``. None when the parameter is fixed.
     coef_map, coef_offset : ndarray, optional
         ``"categorical_logit"`` only: ``A`` of shape ``(P*K, D)`` and ``w0`` of shape
         ``(P*K,)`` such that ``logits = design @ (A @ q + w0).reshape(P, K) + offset``.
@@ -120,7 +128,11 @@ class LinearPredictorLikelihood:
                 raise ValueError(f"offset has shape {offset.shape}, expected ({n_data},).")
             if self.coef_map is not None or self.coef_offset is not None:
                 raise ValueError("coef_map / coef_offset are only used by categorical_logit.")
-        needed = {"student_t": {"nu", "sigma"}, "normal": {"sigma"}}.get(self.family, set())
+        needed = {
+            "student_t": {"nu", "sigma"},
+            "normal": {"sigma"},
+            "negative_binomial": {"alpha"},
+        }.get(self.family, set())
         if self.scale_row is not None:
             if self.family not in SCALE_FAMILIES:
                 raise ValueError(
@@ -137,7 +149,7 @@ class LinearPredictorLikelihood:
                 raise ValueError("scale_offset must be finite.")
             object.__setattr__(self, "scale_row", scale_row)
             object.__setattr__(self, "scale_offset", float(self.scale_offset))
-            needed = needed - {"sigma"}
+            needed = needed - {SCALE_PARAMS[self.family]}
         if set(self.params) != needed:
             raise ValueError(
                 f"{self.family} needs params {sorted(needed)}, got {sorted(self.params)}."
@@ -193,11 +205,12 @@ class LinearPredictorLikelihood:
 
     @property
     def free_scale(self) -> bool:
-        """Whether ``sigma`` is a free parameter (``log sigma = scale_row @ q + offset``)."""
+        """Whether ``sigma`` (``alpha`` for the negative binomial) is free, with its log
+        ``scale_row @ q + scale_offset``."""
         return self.scale_row is not None
 
     def log_scale(self, q: np.ndarray) -> float:
-        """``log sigma`` at ``q`` (free scale only)."""
+        """``log sigma`` (``log alpha``) at ``q`` (free scale only)."""
         if self.scale_row is None:
             raise ValueError("log_scale() needs a free scale (scale_row).")
         return float(self.scale_row @ np.asarray(q, dtype=np.float64) + self.scale_offset)
@@ -211,7 +224,7 @@ class LinearPredictorLikelihood:
             for name, value in self.params.items()
         }
         if self.scale_row is not None:
-            params["sigma"] = math.exp(self.log_scale(q))
+            params[SCALE_PARAMS[self.family]] = math.exp(self.log_scale(q))
         return family_loglik(self.family, eta, self.observed[rows], params)
 
 
@@ -282,6 +295,18 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
         return -np.logaddexp(0.0, -signed)
     if family == "poisson_log":
         return y * eta - np.exp(eta) - gammaln(y + 1.0)
+    if family == "negative_binomial":
+        # mean mu = exp(eta), dispersion alpha: log(alpha / (alpha + mu)) and
+        # log(mu / (alpha + mu)) from log-sum-exp of (log alpha, eta).
+        alpha = np.asarray(params["alpha"], dtype=np.float64)
+        log_total = np.logaddexp(np.log(alpha), eta)
+        return (
+            gammaln(y + alpha)
+            - gammaln(alpha)
+            - gammaln(y + 1.0)
+            + alpha * (np.log(alpha) - log_total)
+            + y * (eta - log_total)
+        )
     if family == "normal":
         sigma = params["sigma"]
         z = (y - eta) / sigma

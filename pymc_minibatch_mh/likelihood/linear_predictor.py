@@ -68,6 +68,7 @@ from pymc_minibatch_mh.likelihood.glm_families import (
 from pymc_minibatch_mh.likelihood.glm_likelihoods import (
     FAMILIES,
     SCALE_FAMILIES,
+    SCALE_PARAMS,
     CompositeLikelihood,
     LinearPredictorLikelihood,
     UnsupportedLikelihood,
@@ -220,7 +221,7 @@ def _recognise_scalar(
         free = ctx.free_inputs(graph)
         if not free:
             fixed[param_name] = graph
-        elif param_name == "sigma" and family in SCALE_FAMILIES:
+        elif param_name == SCALE_PARAMS.get(family):
             scale_graph = graph
         else:
             raise UnsupportedLikelihood(
@@ -263,9 +264,11 @@ def _recognise_scalar(
 
 
 def _recognise_log_scale(ctx: _Context, family: str, sigma: Variable) -> tuple[np.ndarray, float]:
-    """``log sigma = row @ q + offset`` for a free scale shared by every datum."""
+    """``log sigma = row @ q + offset`` for a free scale shared by every datum (``alpha``
+    for the negative binomial)."""
     name = ctx.rv.name
-    what = f"log(sigma) of the {_family_label(family)} likelihood of {name!r}"
+    param = SCALE_PARAMS[family]
+    what = f"log({param}) of the {_family_label(family)} likelihood of {name!r}"
     _refuse_outside_block(ctx, sigma, what)
     scale_fn = ctx.compile([pt.log(sigma)])
 
@@ -280,11 +283,11 @@ def _recognise_log_scale(ctx: _Context, family: str, sigma: Variable) -> tuple[n
         and np.allclose(offset, offset[0], rtol=_affine_rtol(), atol=_affine_rtol())
     ):
         raise UnsupportedLikelihood(
-            f"sigma of the {_family_label(family)} likelihood of {name!r} depends on free "
+            f"{param} of the {_family_label(family)} likelihood of {name!r} depends on free "
             f"variables and differs between data points ({offset.size} values). TunaMH's "
-            "bounds cover one free scale shared by all data (e.g. `sigma = "
-            "pm.HalfNormal('sigma', 1)`); for per-group scales use MinibatchBarker / Austere. "
-            + _BOUNDS_HINT
+            f"bounds cover one free {param} shared by all data (e.g. `{param} = "
+            f"pm.HalfNormal('{param}', 1)`); for per-group values use MinibatchBarker / "
+            "Austere. " + _BOUNDS_HINT
         )
     row, base = jac[0], float(offset[0])
 

@@ -636,3 +636,30 @@ def test_a_composite_is_refused_when_one_part_is_not_recognised(data):
         pm.Poisson("counts", mu=pm.math.exp(x @ beta), observed=data["counts"])
         pm.Exponential("wait", 1.0, observed=np.abs(data["real"]))
     _refuses(model, "'wait' has distribution ExponentialRV")
+
+
+@pytest.mark.parametrize("free", [True, False])
+def test_negative_binomial_with_log_mean(data, free):
+    x, y = data["x"], data["counts"]
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        alpha = pm.Exponential("alpha", 1.0) if free else 2.5
+        pm.NegativeBinomial("y", mu=pm.math.exp(x @ beta), alpha=alpha, observed=y)
+    found, _ = _recognise(model)  # self-checked against the model's log-likelihood
+    assert found.family == "negative_binomial" and found.free_scale == free
+    if free:
+        np.testing.assert_allclose(found.scale_row, [0.0, 0.0, 0.0, 1.0], atol=1e-12)
+    else:
+        assert found.params == {"alpha": 2.5}
+    q = np.array([0.2, -0.1, 0.3, np.log(1.7)])[: found.ndim]
+    alpha_value = 1.7 if free else 2.5
+    mu = np.exp(x @ q[:P])
+    expected = stats.nbinom.logpmf(y, alpha_value, alpha_value / (alpha_value + mu))
+    np.testing.assert_allclose(found.loglik(q), expected, rtol=1e-9)
+
+
+def test_negative_binomial_in_n_p_form_is_refused(data):
+    with pm.Model() as model:
+        p = pm.Beta("p", 2, 2)
+        pm.NegativeBinomial("y", n=3.0, p=p, observed=data["counts"])
+    _refuses(model, "NegativeBinomial, but not with mu = exp")
