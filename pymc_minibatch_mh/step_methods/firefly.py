@@ -311,7 +311,7 @@ initial_point, compile_kwargs, blocked
                 "bound. Or pass `bound=<object>` with n_data, log_bound(q, idx) and "
                 "log_bound_sum(q)."
             )
-        if lp.free_scale:
+        if lp.free_scale and lp.family in ("normal", "student_t"):
             if self._bound_request != "map":
                 raise UnsupportedLikelihood(
                     f"FlyMC's bound for a {lp.family} likelihood with a free scale sigma holds "
@@ -325,12 +325,11 @@ initial_point, compile_kwargs, blocked
                 "bound='map' (the default), not bound='untuned'."
             )
         if lp.family not in BOUND_FAMILIES:
-            hint = (
-                " A Normal likelihood with fixed sigma is exactly Gaussian in the "
-                "parameters, so NUTS (or a conjugate update) is already cheap."
-                if lp.family == "normal"
-                else ""
-            )
+            hint = {
+                "normal": " A Normal likelihood with fixed sigma is exactly Gaussian in the "
+                "parameters, so NUTS (or a conjugate update) is already cheap.",
+                "negative_binomial": " TunaMH() samples the negative binomial exactly.",
+            }.get(lp.family, "")
             raise UnsupportedLikelihood(
                 f"FlyMC has no built-in bound for the {lp.family!r} likelihood of this model "
                 f"(supported: {', '.join(BOUND_FAMILIES)}).{hint} Pass `bound=<object>` with "

@@ -294,7 +294,7 @@ def test_unsupported_likelihoods_give_clear_errors():
         )
         with pytest.raises(UnsupportedLikelihood, match="bound=") as err:
             FlyMC(bound="untuned")
-    assert "NegBinomial" in str(err.value)
+    assert "negative_binomial" in str(err.value)
     with pm.Model():
         beta = pm.Normal("beta", 0, 1, shape=2)
         sigma = pm.HalfNormal("sigma", 1)
@@ -380,4 +380,20 @@ def test_several_observed_variables_are_refused_naming_tunamh(rng):
         pm.Bernoulli("won", logit_p=b[0] * x, observed=rng.integers(0, 2, size=100))
         pm.Bernoulli("lost", logit_p=b[1] * x, observed=rng.integers(0, 2, size=100))
         with pytest.raises(UnsupportedLikelihood, match="several observed variables.*TunaMH"):
+            FlyMC()
+
+
+def test_negative_binomial_is_refused_before_the_map_naming_tunamh(rng, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the MAP search started before the refusal")
+
+    monkeypatch.setattr("pymc_minibatch_mh.step_methods.base.find_map", refuse)
+    x = rng.normal(size=100)
+    with pm.Model():
+        b = pm.Normal("b", 0, 1)
+        alpha = pm.Exponential("alpha", 1.0)
+        pm.NegativeBinomial(
+            "y", mu=pm.math.exp(b * x), alpha=alpha, observed=rng.poisson(2.0, size=100)
+        )
+        with pytest.raises(UnsupportedLikelihood, match="negative_binomial.*TunaMH"):
             FlyMC()
