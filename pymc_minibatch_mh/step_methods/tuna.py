@@ -106,14 +106,18 @@ class TunaMH(MinibatchStep):
     with norms whitened by the Laplace covariance
     (:mod:`pymc_minibatch_mh.bounds.taylor_remainder` derives each bound):
 
-    * Bernoulli-logit, Normal and Student-t with fixed ``sigma``: global bounds;
-    * Poisson with log link, and Normal / Student-t (fixed ``nu``) with a free scale
-      ``sigma`` shared by all data: bounds on a **trust region**, the ellipsoid of
-      ``trust_radius`` Laplace standard deviations around the reference point. Proposals
-      outside it are rejected without reading data, so the chain is exact for the
-      posterior restricted to the region, which by default leaves out negligible mass;
-      the stat ``region_exits`` counts such proposals and a warning is issued after
-      tuning if one occurs.
+    * Bernoulli-logit, Normal and Student-t with fixed ``sigma``, negative binomial
+      (``mu=pm.math.exp(eta)``) with fixed ``alpha``: global bounds;
+    * Poisson with log link, Normal / Student-t (fixed ``nu``) with a free scale
+      ``sigma`` shared by all data, negative binomial with a free ``alpha``: bounds on
+      a **trust region**, the ellipsoid of ``trust_radius`` Laplace standard deviations
+      around the reference point. Proposals outside it are rejected without reading
+      data, so the chain is exact for the posterior restricted to the region, which by
+      default leaves out negligible mass; the stat ``region_exits`` counts such
+      proposals, and after tuning the step warns if one occurs while the chain is
+      within 4 sds of the boundary;
+    * several observed variables over the same rows, each of these families: the sum of
+      their bounds (they share the metric and the region).
 
     Near the posterior mode ``C M`` is then of order ``N^{-1/2}``, so most steps read no
     data at all, and the chain stays exact.
