@@ -20,6 +20,7 @@ from pymc_minibatch_mh.bounds.jaakkola_jordan import (
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
 from pymc_minibatch_mh.bounds.poisson_log import map_tuned_poisson_log
 from pymc_minibatch_mh.bounds.student_t import map_tuned_student_t, untuned_student_t
+from pymc_minibatch_mh.bounds.sum_bound import SumBound
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
 from pymc_minibatch_mh.kernels.adaptation import ScaleAdaptation
 from pymc_minibatch_mh.kernels.firefly import (
@@ -303,14 +304,12 @@ initial_point, compile_kwargs, blocked
                 "`bound=<object>` with n_data, log_bound(q, idx) and log_bound_sum(q) "
                 "(see pymc_minibatch_mh.bounds)."
             ) from None
-        if lp.family == "composite":
-            raise UnsupportedLikelihood(
-                f"FlyMC has no built-in bound for several observed variables "
-                f"({', '.join(lp.names)}). TunaMH() samples such models exactly when each "
-                "likelihood is a recognised family; MinibatchBarker() / Austere() need no "
-                "bound. Or pass `bound=<object>` with n_data, log_bound(q, idx) and "
-                "log_bound_sum(q)."
-            )
+        for part in getattr(lp, "parts", (lp,)):
+            self._check_part(part)
+        return lp
+
+    def _check_part(self, lp) -> None:
+        """Refuse (before any pass over the data) a likelihood FlyMC has no bound for."""
         if lp.free_scale and lp.family in ("normal", "student_t"):
             if self._bound_request != "map":
                 raise UnsupportedLikelihood(
@@ -318,7 +317,7 @@ initial_point, compile_kwargs, blocked
                     "on a trust region around the MAP, so it needs bound='map' (the default), not "
                     "bound='untuned'. TunaMH() covers this model too."
                 )
-            return lp
+            return
         if lp.family == "poisson_log" and self._bound_request != "map":
             raise UnsupportedLikelihood(
                 "FlyMC's Poisson-log bound holds on a trust region around the MAP, so it needs "
@@ -336,7 +335,6 @@ initial_point, compile_kwargs, blocked
                 "n_data, log_bound(q, idx) and log_bound_sum(q) to use FlyMC anyway, or use "
                 "MinibatchBarker() / Austere(), which need no bound."
             )
-        return lp
 
     def _recognised_bound(self, model, initial_point, kind: str, map_point):
         lp = self._lp
@@ -348,20 +346,24 @@ initial_point, compile_kwargs, blocked
             # Tuning chains start where the MAP-tuned bounds are tight.
             self._start_centre = q_map
         status = f"FlyMC: summing {kind} bounds over {self.tall_data.n_data:,} data points"
+        parts = getattr(lp, "parts", (lp,))
         region = None
-        if lp.family == "poisson_log" or lp.free_scale:
+        if any(part.family == "poisson_log" or part.free_scale for part in parts):
             if self._laplace_chol is None:
                 raise UnsupportedBound(
-                    f"FlyMC's {lp.family} bound holds on a trust region shaped by the Laplace "
-                    "covariance at the MAP, which is not available (proposal='rw' or a failed "
+                    "FlyMC's Poisson-log and free-scale bounds hold on a trust region shaped by "
+                    "the Laplace covariance at the MAP, which is not available (proposal='rw' or a "
+                    "failed "
                     "Laplace fit). Use the default proposal, or MinibatchBarker / Austere."
                 )
             radius = self.trust_radius
             if radius is None:
                 radius = default_radius(self.tall_data.ndim)
             region = TrustRegion(q_map, self._laplace_chol, radius)
+        q_init = block_position(initial_point, self.vars)
         with progress_status(status, enabled=self.progressbar):
-            return _build_bound(lp, q_map, block_position(initial_point, self.vars), region)
+            bounds = [_build_bound(part, q_map, q_init, region) for part in parts]
+        return bounds[0] if len(bounds) == 1 else SumBound(tuple(bounds), region)
 
     def _map_position(self, model, initial_point, map_point) -> np.ndarray:
         ndim = self.tall_data.ndim

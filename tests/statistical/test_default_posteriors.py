@@ -63,7 +63,7 @@ _OUTSIDE_TUNA_AND_FLYMC = (
 #: Models the exact steps sample with bounds on a trust region (free scale, Poisson).
 _TRUST_REGION = {
     "TunaMH": ("linear", "poisson", "negbin", "student_t", "two_outcomes"),
-    "FlyMC": ("linear", "poisson", "student_t"),
+    "FlyMC": ("linear", "poisson", "student_t", "two_outcomes"),
 }
 EXPECTED_REFUSALS: dict[tuple[str, str], str | None] = {
     (model, step): None

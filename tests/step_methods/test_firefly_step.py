@@ -9,6 +9,7 @@ from step_sampling import N_DATA, QUIET, sample_step
 from pymc_minibatch_mh.bounds.bohning import SoftmaxQuadraticBound
 from pymc_minibatch_mh.bounds.collapsed import LinearQuadraticBound
 from pymc_minibatch_mh.bounds.jaakkola_jordan import untuned_jaakkola_jordan
+from pymc_minibatch_mh.bounds.sum_bound import SumBound
 from pymc_minibatch_mh.diagnostics import posterior as _posterior
 from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 from pymc_minibatch_mh.diagnostics.groups import group
@@ -373,14 +374,27 @@ def test_poisson_refuses_untuned_bounds_before_the_map(rng, monkeypatch):
             FlyMC(bound="untuned")
 
 
-def test_several_observed_variables_are_refused_naming_tunamh(rng):
-    x = rng.normal(size=100)
+def test_several_observed_variables_multiply_their_bounds(rng):
+    x = rng.normal(size=200)
     with pm.Model():
         b = pm.Normal("b", 0, 1, shape=2)
-        pm.Bernoulli("won", logit_p=b[0] * x, observed=rng.integers(0, 2, size=100))
-        pm.Bernoulli("lost", logit_p=b[1] * x, observed=rng.integers(0, 2, size=100))
-        with pytest.raises(UnsupportedLikelihood, match="several observed variables.*TunaMH"):
-            FlyMC()
+        pm.Bernoulli("won", logit_p=b[0] * x, observed=rng.integers(0, 2, size=200))
+        pm.Poisson("goals", mu=pm.math.exp(b[1] * x), observed=rng.poisson(1.0, size=200))
+        step = FlyMC(progressbar=False)
+        with pytest.raises(UnsupportedLikelihood, match="bound='map'"):
+            FlyMC(bound="untuned")  # the Poisson part needs its trust region
+    bound = step.bound
+    assert isinstance(bound, SumBound) and bound.family == "bernoulli_logit+poisson_log"
+    assert bound.region is not None and bound.parts[1].region is bound.region
+    q = np.array([0.3, -0.2])
+    rows = np.arange(200)
+    np.testing.assert_allclose(
+        bound.log_bound(q, rows),
+        bound.parts[0].log_bound(q, rows) + bound.parts[1].log_bound(q, rows),
+    )
+    np.testing.assert_allclose(bound.log_bound_sum(q), bound.log_bound(q, rows).sum(), rtol=1e-9)
+    loglik = step.tall_data.loglik(q, rows)
+    assert np.all(bound.log_bound(q, rows) <= loglik + 1e-9)
 
 
 def test_negative_binomial_is_refused_before_the_map_naming_tunamh(rng, monkeypatch):
