@@ -62,8 +62,8 @@ _OUTSIDE_TUNA_AND_FLYMC = (
 )
 #: Models the exact steps sample with bounds on a trust region (free scale, Poisson).
 _TRUST_REGION = {
-    "TunaMH": ("linear", "poisson", "negbin", "student_t", "two_outcomes"),
-    "FlyMC": ("linear", "poisson", "student_t", "two_outcomes"),
+    "TunaMH": ("linear", "poisson", "negbin", "student_t", "two_outcomes", "hier_centred"),
+    "FlyMC": ("linear", "poisson", "student_t", "two_outcomes", "hier_centred"),
 }
 EXPECTED_REFUSALS: dict[tuple[str, str], str | None] = {
     (model, step): None
@@ -90,8 +90,13 @@ DRAWS = {"hier_centred": 3000}
 #: limitations"): the joint MAP of the non-centred hierarchy is far from the posterior mass
 #: and the random-walk moves cannot follow its curved ridge within the tuning time. Strict:
 #: a fix makes these tests fail until the mark is removed.
-#: (model, step) pairs expected to fail, with the reason (strict xfail): none today.
-KNOWN_FAILURES: dict[tuple[str, str], str] = {}
+#: (model, step) pairs expected to fail, with the reason (strict xfail).
+KNOWN_FAILURES: dict[tuple[str, str], str] = {
+    ("hier_centred", "FlyMC"): (
+        "exact, but its theta | z moves mix slowly at D = 24 (ESS ~15-130 of 2000, under "
+        "the power check); FlyMC warns above 20 dimensions (README, Known limitations)"
+    ),
+}
 
 PAIRS = [(model, step) for model in BUILDERS for step in STEP_NAMES]
 ACCEPTED = [

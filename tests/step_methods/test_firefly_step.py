@@ -1,5 +1,7 @@
 """FlyMC inside pm.sample: stats, per-chain z and its state, bounds, options, errors."""
 
+import warnings
+
 import numpy as np
 import pymc as pm
 import pytest
@@ -411,3 +413,22 @@ def test_negative_binomial_is_refused_before_the_map_naming_tunamh(rng, monkeypa
         )
         with pytest.raises(UnsupportedLikelihood, match="negative_binomial.*TunaMH"):
             FlyMC()
+
+
+def test_high_dimensional_blocks_warn_about_slow_mixing(rng):
+    x = rng.normal(size=(200, 21))
+    with pm.Model():
+        beta = pm.Normal("beta", 0, 1, shape=21)
+        pm.Bernoulli("y", logit_p=x @ beta, observed=rng.integers(0, 2, size=200))
+        with pytest.warns(UserWarning, match="21 dimensions.*TunaMH"):
+            FlyMC(progressbar=False)
+
+
+def test_negative_control_small_blocks_do_not_warn_about_mixing(rng):
+    x = rng.normal(size=(200, 3))
+    with pm.Model():
+        beta = pm.Normal("beta", 0, 1, shape=3)
+        pm.Bernoulli("y", logit_p=x @ beta, observed=rng.integers(0, 2, size=200))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message=".*dimensions.*")
+            FlyMC(progressbar=False)
