@@ -10,3 +10,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261122)
+
+
+@pytest.fixture
+def no_map_search(monkeypatch):
+    """Fail the test if a step starts the MAP search (refusals must come before it)."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the MAP search started before the refusal")
+
+    monkeypatch.setattr("pymc_minibatch_mh.step_methods.base.find_map", refuse)

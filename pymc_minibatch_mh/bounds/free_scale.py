@@ -58,7 +58,7 @@ from pymc_minibatch_mh.bounds.collapsed import (
     chunk_rows,
 )
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound, _row_norms
-from pymc_minibatch_mh.bounds.taylor_remainder import _grid_supremum
+from pymc_minibatch_mh.bounds.taylor_remainder import _grid_supremum, student_t_g_derivatives
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.passes import record_rows
 
@@ -71,14 +71,13 @@ def student_t_hessian_constants(nu: float) -> tuple[float, float, float]:
     """``C_1..C_3``: suprema over ``u`` of ``|g\'\'|``, ``|g\' + u g\'\'|`` and
     ``|u g\' + u^2 g\'\'|`` for ``g(u) = -(nu + 1)/2 log(1 + u^2 / nu)``."""
 
-    def derivatives(u):
-        v = nu + u * u
-        return -(nu + 1.0) * u / v, -(nu + 1.0) * (nu - u * u) / v**2
+    def derivative(u, k):
+        return student_t_g_derivatives(nu, u)[k]
 
     functions = (
-        lambda u: derivatives(u)[1],
-        lambda u: derivatives(u)[0] + u * derivatives(u)[1],
-        lambda u: u * derivatives(u)[0] + u * u * derivatives(u)[1],
+        lambda u: derivative(u, 1),
+        lambda u: derivative(u, 0) + u * derivative(u, 1),
+        lambda u: u * derivative(u, 0) + u * u * derivative(u, 1),
     )
     upper = 1e4 * math.sqrt(nu)
     return tuple(_grid_supremum(fn, upper) for fn in functions)
@@ -209,7 +208,7 @@ def map_tuned_free_scale(
         if nu.size != 1:
             raise UnsupportedBound("Student-t with a free scale needs one nu for all data.")
         nu = float(nu[0])
-        g1 = -(nu + 1.0) * u / (nu + u * u)
+        g1 = student_t_g_derivatives(nu, u)[0]
     slope_eta = -w * g1  # d/d eta of g((y - eta) e^{-s}) at s*
     slope_scale = -1.0 - u * g1
     norms = _row_norms(design, chol)

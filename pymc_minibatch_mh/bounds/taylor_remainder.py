@@ -203,22 +203,26 @@ def _grid_supremum(fn, upper: float) -> float:
     return _SUPREMUM_MARGIN * max(float(values[k]), -float(best.fun))
 
 
+def student_t_g_derivatives(nu: float, u):
+    """``(g', g'', g''')`` at ``u`` for ``g(u) = -(nu + 1)/2 log(1 + u^2 / nu)``, the
+    standardised Student-t log-density up to a constant."""
+    v = nu + u * u
+    return (
+        -(nu + 1.0) * u / v,
+        -(nu + 1.0) * (nu - u * u) / v**2,
+        2.0 * (nu + 1.0) * u * (3.0 * nu - u * u) / v**3,
+    )
+
+
 @lru_cache(maxsize=64)
 def student_t_scale_constants(nu: float) -> tuple[float, float, float, float]:
     """``B_1..B_4``: suprema over ``u`` of ``|g'''|``, ``|u g''' + 2 g''|``,
     ``|g' + 3 u g'' + u^2 g'''|`` and ``|u g' + 3 u^2 g'' + u^3 g'''|`` for
     ``g(u) = -(nu + 1)/2 log(1 + u^2 / nu)`` (each is even or odd in ``u``)."""
 
-    def derivatives(u):
-        v = nu + u * u
-        g1 = -(nu + 1.0) * u / v
-        g2 = -(nu + 1.0) * (nu - u * u) / v**2
-        g3 = 2.0 * (nu + 1.0) * u * (3.0 * nu - u * u) / v**3
-        return g1, g2, g3
-
     def phi(k):
         def fn(u):
-            g1, g2, g3 = derivatives(u)
+            g1, g2, g3 = student_t_g_derivatives(nu, u)
             return (
                 g3,
                 u * g3 + 2.0 * g2,

@@ -4,6 +4,7 @@ import numpy as np
 import pymc as pm
 import pytest
 from pymc.pytensorf import make_shared_replacements
+from region_points import points_in_region
 
 from pymc_minibatch_mh.bounds.free_scale import (
     FreeScaleQuadraticBound,
@@ -62,10 +63,7 @@ def case(request):
 
 
 def _points(rng, region, fractions, n=100):
-    for fraction in fractions:
-        for _ in range(n):
-            z = rng.standard_normal(region.centre.size)
-            yield region.centre + region.chol @ (fraction * region.radius * z / np.linalg.norm(z))
+    return points_in_region(rng, region, fractions, n)
 
 
 def test_bound_is_below_the_likelihood_on_the_region_and_tight_at_the_map(case, rng):

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from region_points import points_in_region
 from scipy import special
 
 from pymc_minibatch_mh.bounds.poisson_log import map_tuned_poisson_log
@@ -32,10 +33,7 @@ def _loglik(x, y, q):
 
 
 def _points(rng, region, fractions, n=200):
-    for fraction in fractions:
-        for _ in range(n):
-            z = rng.standard_normal(region.centre.size)
-            yield region.centre + region.chol @ (fraction * region.radius * z / np.linalg.norm(z))
+    return points_in_region(rng, region, fractions, n)
 
 
 def test_bound_is_below_every_likelihood_on_the_region_and_tight_at_the_map(case, rng):

@@ -4,6 +4,7 @@ import numpy as np
 import pymc as pm
 import pytest
 from pymc.pytensorf import make_shared_replacements
+from region_points import points_in_region
 from scipy import special
 
 from pymc_minibatch_mh.bounds.lipschitz import LipschitzBound, UnsupportedBound
@@ -198,11 +199,7 @@ def region_case(request):
 
 
 def _points_in_region(rng, region, fractions, n_points=30):
-    """Points at whitened distances ``fraction * radius`` in random directions."""
-    for fraction in fractions:
-        for _ in range(n_points):
-            z = rng.standard_normal(region.centre.size)
-            yield region.centre + region.chol @ (fraction * region.radius * z / np.linalg.norm(z))
+    return points_in_region(rng, region, fractions, n_points)
 
 
 def _worst_ratio(target, bound, pairs) -> float:

@@ -332,11 +332,7 @@ def test_custom_bound_with_wrong_size_is_refused(logistic_model, logistic_data):
         FlyMC(bound=small)
 
 
-def test_a_free_scale_with_untuned_bounds_is_refused_before_the_map(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("the MAP search started before the refusal")
-
-    monkeypatch.setattr("pymc_minibatch_mh.step_methods.base.find_map", refuse)
+def test_a_free_scale_with_untuned_bounds_is_refused_before_the_map(no_map_search):
     rng = np.random.default_rng(4)
     x = rng.normal(size=200)
     with pm.Model():
@@ -363,11 +359,7 @@ def test_poisson_bound_on_a_trust_region_keeps_the_chain_inside(rng):
     assert int(np.asarray(group(idata, "sample_stats")["region_exits"]).sum()) > 0
 
 
-def test_poisson_refuses_untuned_bounds_before_the_map(rng, monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("the MAP search started before the refusal")
-
-    monkeypatch.setattr("pymc_minibatch_mh.step_methods.base.find_map", refuse)
+def test_poisson_refuses_untuned_bounds_before_the_map(rng, no_map_search):
     x = rng.normal(size=100)
     with pm.Model():
         b = pm.Normal("b", 0, 3)
@@ -399,11 +391,7 @@ def test_several_observed_variables_multiply_their_bounds(rng):
     assert np.all(bound.log_bound(q, rows) <= loglik + 1e-9)
 
 
-def test_negative_binomial_is_refused_before_the_map_naming_tunamh(rng, monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("the MAP search started before the refusal")
-
-    monkeypatch.setattr("pymc_minibatch_mh.step_methods.base.find_map", refuse)
+def test_negative_binomial_is_refused_before_the_map_naming_tunamh(rng, no_map_search):
     x = rng.normal(size=100)
     with pm.Model():
         b = pm.Normal("b", 0, 1)

@@ -412,16 +412,6 @@ def test_control_variates_use_the_taylor_remainder_bound(logistic_model):
     assert float(np.mean(stats["accepted"])) > 0.3
 
 
-@pytest.fixture
-def no_map_search(monkeypatch):
-    """Fail the test if the step starts the MAP search (refusals must come before it)."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the MAP search started before the refusal")
-
-    monkeypatch.setattr("pymc_minibatch_mh.step_methods.base.find_map", refuse)
-
-
 def test_control_variates_refuse_families_without_a_remainder_bound(rng, no_map_search):
     x = rng.normal(size=(200, 2))
     with pm.Model():
