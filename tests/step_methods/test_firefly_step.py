@@ -1,7 +1,5 @@
 """FlyMC inside pm.sample: stats, per-chain z and its state, bounds, options, errors."""
 
-import warnings
-
 import numpy as np
 import pymc as pm
 import pytest
@@ -403,20 +401,28 @@ def test_negative_binomial_is_refused_before_the_map_naming_tunamh(rng, no_map_s
             FlyMC()
 
 
-def test_high_dimensional_blocks_warn_about_slow_mixing(rng):
-    x = rng.normal(size=(200, 21))
-    with pm.Model():
-        beta = pm.Normal("beta", 0, 1, shape=21)
+def _wide_logistic_model(rng, ndim: int) -> pm.Model:
+    x = rng.normal(size=(200, ndim))
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=ndim)
         pm.Bernoulli("y", logit_p=x @ beta, observed=rng.integers(0, 2, size=200))
-        with pytest.warns(UserWarning, match="21 dimensions.*TunaMH"):
-            FlyMC(progressbar=False)
+    return model
 
 
-def test_negative_control_small_blocks_do_not_warn_about_mixing(rng):
-    x = rng.normal(size=(200, 3))
-    with pm.Model():
-        beta = pm.Normal("beta", 0, 1, shape=3)
-        pm.Bernoulli("y", logit_p=x @ beta, observed=rng.integers(0, 2, size=200))
-        with warnings.catch_warnings():
-            warnings.filterwarnings("error", message=".*dimensions.*")
-            FlyMC(progressbar=False)
+def test_blocks_above_max_dim_are_refused_before_the_map_naming_tunamh(rng, no_map_search):
+    with _wide_logistic_model(rng, 21), pytest.raises(ValueError, match="21 dimensions.*TunaMH"):
+        FlyMC(progressbar=False)
+
+
+def test_raising_max_dim_admits_a_wide_block(rng):
+    """Negative control of the refusal: the same model constructs with max_dim raised."""
+    with _wide_logistic_model(rng, 21):
+        step = FlyMC(max_dim=21, progressbar=False)
+    assert step.tall_data.ndim == 21
+
+
+def test_max_dim_must_be_a_positive_integer(rng):
+    with _wide_logistic_model(rng, 2):
+        for bad in (0, 2.5, True):
+            with pytest.raises(ValueError, match="max_dim must be a positive integer"):
+                FlyMC(max_dim=bad, progressbar=False)
