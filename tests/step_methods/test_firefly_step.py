@@ -9,6 +9,7 @@ from step_sampling import N_DATA, QUIET, sample_step
 from pymc_minibatch_mh.bounds.bohning import SoftmaxQuadraticBound
 from pymc_minibatch_mh.bounds.collapsed import LinearQuadraticBound
 from pymc_minibatch_mh.bounds.jaakkola_jordan import untuned_jaakkola_jordan
+from pymc_minibatch_mh.bounds.negative_binomial import NegativeBinomialBound
 from pymc_minibatch_mh.bounds.sum_bound import SumBound
 from pymc_minibatch_mh.diagnostics import posterior as _posterior
 from pymc_minibatch_mh.diagnostics import sample_stats as _stats
@@ -389,16 +390,27 @@ def test_several_observed_variables_multiply_their_bounds(rng):
     assert np.all(bound.log_bound(q, rows) <= loglik + 1e-9)
 
 
-def test_negative_binomial_is_refused_before_the_map_naming_tunamh(rng, no_map_search):
-    x = rng.normal(size=100)
+@pytest.mark.parametrize("theta_update", ["rw", "mala"])
+def test_negative_binomial_gets_a_global_bound_and_samples(rng, theta_update):
+    """Free dispersion: the Jaakkola-Jordan bound of the negative binomial holds everywhere
+    (no trust region), is tight at the MAP and keeps few points bright."""
+    x = rng.normal(size=2000)
+    y = rng.negative_binomial(2.0, 2.0 / (2.0 + np.exp(0.5 + 0.3 * x)))
     with pm.Model():
+        a = pm.Normal("a", 0, 2)
         b = pm.Normal("b", 0, 1)
         alpha = pm.Exponential("alpha", 1.0)
-        pm.NegativeBinomial(
-            "y", mu=pm.math.exp(b * x), alpha=alpha, observed=rng.poisson(2.0, size=100)
-        )
-        with pytest.raises(UnsupportedLikelihood, match="negative_binomial.*TunaMH"):
-            FlyMC()
+        pm.NegativeBinomial("y", mu=pm.math.exp(a + b * x), alpha=alpha, observed=y)
+        step = FlyMC(theta_update=theta_update, progressbar=False)
+        idata = pm.sample(step=step, draws=300, tune=300, chains=1, random_seed=3, **QUIET)
+    bound = step.bound
+    assert isinstance(bound, NegativeBinomialBound) and bound.region is None
+    stats = _stats(idata)
+    assert float(np.mean(stats["n_bright"])) < 0.01 * 2000
+    assert 0.05 < float(np.mean(stats["accept"])) <= 1.0
+    draws = _posterior(idata)
+    assert abs(float(np.mean(draws["a"])) - 0.5) < 0.15
+    assert abs(float(np.mean(draws["alpha"])) - 2.0) < 0.6
 
 
 def _wide_logistic_model(rng, ndim: int) -> pm.Model:
