@@ -314,6 +314,9 @@ initial_point, compile_kwargs, blocked
         built-in bounds, the likelihood is a family FlyMC can bound; the block is not larger
         than ``max_dim``."""
         self._check_block_covers_likelihood()
+        self._lp = None
+        if isinstance(self._bound_request, str):
+            self._lp = self._recognise_bound_family(model, initial_point)
         ndim = self.tall_data.ndim
         if ndim > self.max_dim:
             raise ValueError(
@@ -324,9 +327,6 @@ initial_point, compile_kwargs, blocked
                 "which is exact too and mixes well there, or MinibatchBarker() / Austere(); "
                 f"or pass max_dim={ndim} to run FlyMC anyway and check its ESS."
             )
-        self._lp = None
-        if isinstance(self._bound_request, str):
-            self._lp = self._recognise_bound_family(model, initial_point)
 
     def _recognise_bound_family(self, model, initial_point):
         try:
