@@ -29,7 +29,21 @@ Third-derivative bounds ``L3`` (untempered):
   ``p = mu / (alpha + mu)``, so ``L3_i = (alpha + y_i) sqrt(3) / 18`` globally; with a free
   ``alpha`` the two channels ``(eta, log alpha)`` are bounded on the trust region term by
   term (``docs/methods/tunamh.md`` lists the four third derivatives and their bounds);
-* Categorical: not provided (the softmax case needs a matrix bound).
+* Categorical (softmax of K logits ``eta_i = A_i q + b_i``, ``A_i`` of shape ``(K, D)``):
+  ``f_i(eta) = eta_{y_i} - logsumexp(eta)``, whose third derivative in the directions
+  ``a, a, a`` is minus the third central moment of ``a_C`` with ``C ~ Categorical(softmax
+  eta)``. A variable with range ``r`` has a third central moment of at most
+  ``r^3 sqrt(3) / 18`` in absolute value (two-point distributions on the ends are the
+  extreme ones). The range does not change when a constant is added to every logit, and
+  ``max_k a_k - min_k a_k <= sqrt(2) ||P a||`` with ``P = I - 1 1^T / K`` the centring
+  projection, so ``|D^3 f [a, a, a]| <= T3 ||P a||^3`` with
+  ``T3 = 2 sqrt(2) sqrt(3) / 18`` for every ``eta`` (global). For a symmetric trilinear
+  form on a Euclidean space the largest ``|D^3 f [a, a, b]|`` over unit ``a, b`` equals
+  the largest ``|D^3 f [a, a, a]|`` (Banach), and ``D^3 f`` only sees ``P a``, so the
+  vector-channel argument of the next paragraph gives ``c_i = T3 ||P A_i L||_2^3 / 2`` with
+  the same metric; ``||P A_i L||_2^2`` is the largest eigenvalue of the ``K x K`` matrix
+  ``P A_i S A_i^T P`` (the projection keeps the directions that shift every logit
+  equally, which the softmax ignores, from loosening the bound).
 
 **Free scale (Normal and Student-t).** With ``s = log sigma = z . q + s0`` free, the
 per-datum log-likelihood is a function of two affine channels, ``l_i = f_i(eta_i, s)``
@@ -106,6 +120,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
 
 LOGISTIC_THIRD_DERIVATIVE = math.sqrt(3.0) / 18.0
+#: ``T3`` of the softmax log-likelihood in the Euclidean norm of the K logits (global).
+SOFTMAX_THIRD_DERIVATIVE = 2.0 * math.sqrt(2.0) * LOGISTIC_THIRD_DERIVATIVE
 
 
 @lru_cache(maxsize=1)
@@ -130,6 +146,7 @@ def _student_t_shape_constant() -> float:
 #: region, the others globally).
 REMAINDER_FAMILIES = (
     "bernoulli_logit",
+    "categorical_logit",
     "normal",
     "student_t",
     "poisson_log",
@@ -181,9 +198,10 @@ def third_derivative_bound(lp: LinearPredictorLikelihood) -> np.ndarray:
         alpha = np.broadcast_to(np.asarray(lp.params["alpha"], dtype=np.float64), (n,))
         return (alpha + np.asarray(lp.observed, dtype=np.float64)) * LOGISTIC_THIRD_DERIVATIVE
     raise UnsupportedBound(
-        f"No global bound on the third derivative of a {lp.family} log-likelihood is "
-        "available (Poisson's holds on a trust region only, see taylor_remainder_bound; "
-        "Categorical has none here). Use MinibatchBarker/Austere with control variates."
+        f"No global scalar bound on the third derivative of a {lp.family} log-likelihood is "
+        "available (Poisson's holds on a trust region only; Categorical's is a bound on the "
+        "K logits, see taylor_remainder_bound). Use MinibatchBarker/Austere with control "
+        "variates."
     )
 
 
@@ -315,9 +333,13 @@ def taylor_remainder_bound(
             description=f"sum of second-order Taylor remainder bounds ({families})",
             region=region,
         )
-    if lp.family == "categorical_logit":
-        third_derivative_bound(lp)  # raises with the explanation
     reference = np.asarray(reference, dtype=np.float64)
+    if lp.family == "categorical_logit":
+        return LipschitzBound(
+            _softmax_constants(lp, chol),
+            RemainderMetric(reference, chol),
+            description="second-order Taylor remainder of a categorical_logit likelihood",
+        )
     region = None
     if needs_region(lp):
         if chol is None:
@@ -354,6 +376,30 @@ def taylor_remainder_bound(
         description=f"second-order Taylor remainder of a {lp.family} likelihood{scale}{where}",
         region=region,
     )
+
+
+def _softmax_constants(lp: LinearPredictorLikelihood, chol: np.ndarray | None) -> np.ndarray:
+    """``c_i = T3 ||P A_i L||_2^3 / 2`` for the softmax likelihood (module docstring).
+
+    With logits ``eta_i = x_i (A q + w0).reshape(P, K)``, ``A_i = (x_i^T kron I_K) A`` and
+    ``A_i S A_i^T = sum_{p, p'} x_ip x_ip' G[p, :, p', :]`` with ``G = A S A^T`` arranged
+    as ``(P, K, P, K)``, centred on both sides by ``P``; one chunked pass over the rows.
+    """
+    coef_map = np.asarray(lp.coef_map, dtype=np.float64)
+    k = int(lp.n_classes)
+    factor = coef_map if chol is None else coef_map @ chol
+    design = np.asarray(lp.design, dtype=np.float64)
+    n, p = design.shape
+    centred = factor.reshape(p, k, -1)
+    centred = (centred - centred.mean(axis=1, keepdims=True)).reshape(p * k, -1)
+    gram = (centred @ centred.T).reshape(p, k, p, k)
+    op_norm_sq = np.empty(n)
+    record_rows(n, n)
+    for start in range(0, n, _CHUNK_ROWS):
+        x = design[start : start + _CHUNK_ROWS]
+        blocks = np.einsum("ip,iq,pkql->ikl", x, x, gram, optimize=True)
+        op_norm_sq[start : start + _CHUNK_ROWS] = np.linalg.eigvalsh(blocks)[:, -1]
+    return 0.5 * SOFTMAX_THIRD_DERIVATIVE * np.maximum(op_norm_sq, 0.0) ** 1.5
 
 
 def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) -> np.ndarray:

@@ -106,8 +106,9 @@ class TunaMH(MinibatchStep):
     with norms whitened by the Laplace covariance
     (:mod:`pymc_minibatch_mh.bounds.taylor_remainder` derives each bound):
 
-    * Bernoulli-logit, Normal and Student-t with fixed ``sigma``, negative binomial
-      (``mu=pm.math.exp(eta)``) with fixed ``alpha``: global bounds;
+    * Bernoulli-logit, Categorical-softmax (a bound on the K logits), Normal and
+      Student-t with fixed ``sigma``, negative binomial (``mu=pm.math.exp(eta)``) with
+      fixed ``alpha``: global bounds;
     * Poisson with log link, Normal / Student-t (fixed ``nu``) with a free scale
       ``sigma`` shared by all data, negative binomial with a free ``alpha``: bounds on
       a **trust region**, the ellipsoid of ``trust_radius`` Laplace standard deviations

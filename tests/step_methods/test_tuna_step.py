@@ -4,7 +4,7 @@ import numpy as np
 import pymc as pm
 import pytest
 from scipy import special
-from step_sampling import N_DATA, sample_step
+from step_sampling import N_DATA, QUIET, sample_step
 
 from pymc_minibatch_mh.bounds.lipschitz import (
     EuclideanMetric,
@@ -412,13 +412,22 @@ def test_control_variates_use_the_taylor_remainder_bound(logistic_model):
     assert float(np.mean(stats["accepted"])) > 0.3
 
 
-def test_control_variates_refuse_families_without_a_remainder_bound(rng, no_map_search):
-    x = rng.normal(size=(200, 2))
+def test_softmax_regression_gets_control_variates_and_a_remainder_bound(rng):
+    """Categorical-softmax: control variates on by default, the Taylor-remainder bound on
+    the K logits (global, no trust region); near the mode most steps read no data."""
+    x = rng.normal(size=(2000, 2))
+    probs = special.softmax(x @ np.array([[0.5, -0.3, 0.0], [0.2, 0.4, -0.6]]), axis=1)
+    y = np.array([rng.choice(3, p=row) for row in probs])
     with pm.Model():
         w = pm.Normal("w", 0, 1, shape=(2, 3))
-        pm.Categorical("y", logit_p=x @ w, observed=rng.integers(0, 3, size=200))
-        with pytest.raises(ValueError, match="third derivative"):
-            TunaMH(control_variates=True, progressbar=False)
+        pm.Categorical("y", logit_p=x @ w, observed=y)
+        step = TunaMH(progressbar=False)
+        idata = pm.sample(step=step, draws=300, tune=300, chains=1, random_seed=4, **QUIET)
+    assert step.control_variates
+    assert "categorical_logit" in step.bound.description and step.bound.region is None
+    stats = group(idata, "sample_stats")
+    assert float(np.mean(stats["batch_size"])) < 0.05 * 2000
+    assert float(np.mean(stats["accepted"])) > 0.2
 
 
 def _free_sigma_model(rng, n=200):
