@@ -97,8 +97,21 @@ def per_datum(values, n_data: int, name: str) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
+class OverDesignRows:
+    """Mixin of the bounds whose rows are the rows of ``self.design`` (N, D): ``n_data``
+    and ``ndim``."""
+
+    @property
+    def n_data(self) -> int:
+        return self.design.shape[0]
+
+    @property
+    def ndim(self) -> int:
+        return self.design.shape[1]
+
+
 @dataclass(frozen=True, eq=False)
-class LinearQuadraticBound:
+class LinearQuadraticBound(OverDesignRows):
     """Per-datum quadratic log-bound of a scalar linear predictor, and its collapsed sum.
 
     ``log B_n(q) = v_n + s_n (eta_n - m_n) + a_n (eta_n - m_n)^2`` with
@@ -193,14 +206,6 @@ class LinearQuadraticBound:
         hess = 0.5 * (hess + hess.T)
         collapsed = CollapsedQuadratic(centre.copy(), total, grad, hess)
         return cls(design, offset, anchor, value, slope, curvature, collapsed, family, region)
-
-    @property
-    def n_data(self) -> int:
-        return self.design.shape[0]
-
-    @property
-    def ndim(self) -> int:
-        return self.design.shape[1]
 
     def linear_predictor(self, q: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
         """``eta`` for rows ``idx`` (all rows if None)."""

@@ -55,6 +55,7 @@ import numpy as np
 from pymc_minibatch_mh.bounds.collapsed import (
     DEFAULT_CHUNK_ENTRIES,
     CollapsedQuadratic,
+    OverDesignRows,
     chunk_rows,
 )
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound, _row_norms
@@ -84,7 +85,7 @@ def student_t_hessian_constants(nu: float) -> tuple[float, float, float]:
 
 
 @dataclass(frozen=True, eq=False)
-class FreeScaleQuadraticBound:
+class FreeScaleQuadraticBound(OverDesignRows):
     """Per-datum quadratic log-bound in two channels (``eta_n`` and ``s``), collapsed.
 
     ``log B_n(q) = v_n + a_n e_n + b_n t - (m_n w^2 e_n^2 + k_n t^2) / 2`` with
@@ -123,14 +124,6 @@ class FreeScaleQuadraticBound:
     collapsed: CollapsedQuadratic
     region: TrustRegion
     family: str
-
-    @property
-    def n_data(self) -> int:
-        return self.design.shape[0]
-
-    @property
-    def ndim(self) -> int:
-        return self.design.shape[1]
 
     def _deviations(self, q: np.ndarray, idx: np.ndarray | None):
         d = np.asarray(q, dtype=np.float64) - self.centre

@@ -51,6 +51,7 @@ from scipy.special import digamma, gammaln
 from pymc_minibatch_mh.bounds.collapsed import (
     DEFAULT_CHUNK_ENTRIES,
     CollapsedQuadratic,
+    OverDesignRows,
     as_design,
     chunk_rows,
     per_datum,
@@ -64,7 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path
 
 
 @dataclass(frozen=True, eq=False)
-class NegativeBinomialBound:
+class NegativeBinomialBound(OverDesignRows):
     """Per-datum Jaakkola–Jordan bound of the negative binomial likelihood, collapsed.
 
     Build it with :func:`negative_binomial_bound`. Untempered, like every bound here;
@@ -116,14 +117,6 @@ class NegativeBinomialBound:
     y_total: float
     family: str = "negative_binomial"
     region: None = None
-
-    @property
-    def n_data(self) -> int:
-        return self.design.shape[0]
-
-    @property
-    def ndim(self) -> int:
-        return self.design.shape[1]
 
     # ------------------------------------------------------------ per datum
     def _channels(self, q: np.ndarray, idx):
