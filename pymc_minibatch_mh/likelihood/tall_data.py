@@ -29,6 +29,11 @@ from pymc_minibatch_mh.likelihood.inspection import (
 )
 from pymc_minibatch_mh.passes import record_rows
 
+#: Rows per block of :meth:`TallData.loglik_full`: all N rows are evaluated as a loop over
+#: contiguous row blocks through the gathered (batch) function, so the temporaries (e.g.
+#: float32 data widened to float64, pages of a memory-mapped file) stay O(block), not O(N).
+FULL_PASS_ROWS = 65_536
+
 
 @dataclass(frozen=True)
 class TallGraphs:
@@ -106,8 +111,19 @@ class TallData:
         return 0.0
 
     def loglik_full(self, q: np.ndarray) -> np.ndarray:
-        """Per-datum log-likelihood of all N rows."""
-        return self._loglik_full_fn(q)
+        """Per-datum log-likelihood of all N rows.
+
+        Up to :data:`FULL_PASS_ROWS` rows in one call of the full-data function; above
+        that, block by block through the gathered function (which the construction
+        check compared with the full-data function).
+        """
+        if self.n_data <= FULL_PASS_ROWS:
+            return self._loglik_full_fn(q)
+        out = np.empty(self.n_data)
+        for start in range(0, self.n_data, FULL_PASS_ROWS):
+            stop = min(start + FULL_PASS_ROWS, self.n_data)
+            out[start:stop] = self._loglik_fn(q, np.arange(start, stop, dtype=np.int64))
+        return out
 
     def logprior(self, q: np.ndarray) -> float:
         """Log prior density with transform Jacobians, plus potentials."""
@@ -275,7 +291,7 @@ def _self_check(data: TallData, q0: np.ndarray, other_lengths: dict[str, int]) -
     batch_p, full_p = data.loglik(perturbed, rows), full[rows]
     finite = np.isfinite(full_p) & np.isfinite(batch_p)
     if not finite.any():  # outside the support there: compare at q0
-        full_p, batch_p = data.loglik_full(q0)[rows], batch
+        full_p, batch_p = data._loglik_full_fn(q0)[rows], batch
         record_rows(data.n_data, data.n_data)
         finite = np.isfinite(full_p) & np.isfinite(batch_p)
     if batch_p.shape != rows.shape or not np.allclose(
@@ -316,7 +332,7 @@ def _first_evaluation(
     """
     try:
         batch = data.loglik(q0, rows)
-        full = data.loglik_full(q1)
+        full = data._loglik_full_fn(q1)  # one call over all rows: the reference
         record_rows(data.n_data, data.n_data)
         return batch, full
     except (ValueError, IndexError) as err:
