@@ -60,6 +60,9 @@ from pymc_minibatch_mh.bounds.jaakkola_jordan import UNTUNED_XI, jj_lambda, log_
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
 from pymc_minibatch_mh.passes import record_rows
 
+#: Above this log dispersion ``exp`` overflows; the collapsed bound is then -inf.
+_LOG_ALPHA_MAX = 700.0
+
 if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path)
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
 
@@ -173,6 +176,8 @@ class NegativeBinomialBound(OverDesignRows):
         if self.scale_row is None:
             return self.fixed_part + linear + self.quad_weighted(q)
         t = float(self.scale_row @ q) + self.scale_offset
+        if t > _LOG_ALPHA_MAX:  # alpha overflows: the bound is -inf there (still valid)
+            return -math.inf
         alpha = math.exp(t)
         exact = float(self.counts @ gammaln(self.count_values + alpha)) - self.n_data * float(
             gammaln(alpha)
@@ -187,13 +192,15 @@ class NegativeBinomialBound(OverDesignRows):
         if self.scale_row is None:
             return grad
         t = float(self.scale_row @ q) + self.scale_offset
-        alpha = math.exp(t)
+        alpha = math.exp(min(t, _LOG_ALPHA_MAX))
         d_exact = alpha * (
             float(self.counts @ digamma(self.count_values + alpha))
             - self.n_data * float(digamma(alpha))
         )
         d_t = d_exact - self.y_total + alpha * self.quad_one(q)
-        return grad + d_t * self.scale_row + alpha * self.quad_one.gradient(q)
+        # Where alpha overflows the bound is -inf and its gradient has no meaning.
+        with np.errstate(over="ignore", invalid="ignore"):
+            return grad + d_t * self.scale_row + alpha * self.quad_one.gradient(q)
 
 
 def negative_binomial_bound(

@@ -319,7 +319,7 @@ def taylor_remainder_bound(
     Raises
     ------
     UnsupportedBound
-        Categorical likelihoods; a trust region without ``chol``; constants that overflow.
+        A trust region without ``chol``; constants that overflow.
     """
     parts = getattr(lp, "parts", None)
     if parts is not None:

@@ -114,15 +114,18 @@ class TallData:
         """Per-datum log-likelihood of all N rows.
 
         Up to :data:`FULL_PASS_ROWS` rows in one call of the full-data function; above
-        that, block by block through the gathered function (which the construction
-        check compared with the full-data function).
+        that, block by block through the gathered function, the one every minibatch uses
+        (the construction check compared it with the full-data function on probe rows).
         """
         if self.n_data <= FULL_PASS_ROWS:
             return self._loglik_full_fn(q)
-        out = np.empty(self.n_data)
+        out = None
         for start in range(0, self.n_data, FULL_PASS_ROWS):
             stop = min(start + FULL_PASS_ROWS, self.n_data)
-            out[start:stop] = self._loglik_fn(q, np.arange(start, stop, dtype=np.int64))
+            block = self._loglik_fn(q, np.arange(start, stop, dtype=np.int64))
+            if out is None:  # the dtype of one full call (float32 under floatX=float32)
+                out = np.empty(self.n_data, dtype=block.dtype)
+            out[start:stop] = block
         return out
 
     def logprior(self, q: np.ndarray) -> float:

@@ -153,7 +153,7 @@ class FlyMC(MinibatchStep):
         fixed, and the bounds' slack grows with the dimension, so ``theta`` and ``z`` mix
         ever more slowly (measured: effective sample sizes of 9-130 from 2000 draws on a
         24-parameter hierarchical model, 3 on a 51-parameter logistic regression). Larger
-        blocks are refused before any pass over the data, naming ``TunaMH()``; raise
+        blocks are refused at construction, before the MAP search, naming ``TunaMH()``; raise
         ``max_dim`` to sample them anyway (the chain stays exact; check its ESS).
     progressbar : bool, default True
         Show progress of the MAP search and of the passes over the data (recognising
@@ -346,7 +346,7 @@ initial_point, compile_kwargs, blocked
         return lp
 
     def _check_part(self, lp) -> None:
-        """Refuse (before any pass over the data) a likelihood FlyMC has no bound for."""
+        """Refuse (before the MAP search) a likelihood FlyMC has no bound for."""
         if lp.family == "negative_binomial":
             return  # global bound, fixed or free dispersion
         if lp.free_scale and lp.family in ("normal", "student_t"):

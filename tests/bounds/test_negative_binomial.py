@@ -99,3 +99,14 @@ def test_non_count_observations_are_refused():
     )
     with pytest.raises(ValueError, match="non-negative integers"):
         negative_binomial_bound(lp, np.zeros(1), np.zeros(1))
+
+
+def test_an_overflowing_dispersion_gives_minus_infinity_not_an_error(case):
+    """A wild proposal with log alpha beyond exp's range: the (valid) bound is -inf."""
+    lp, q_map = case
+    if lp.scale_row is None:
+        pytest.skip("fixed dispersion")
+    bound = negative_binomial_bound(lp, q_map, q_map)
+    far = q_map + 1000.0 * np.asarray(lp.scale_row)
+    assert bound.log_bound_sum(far) == -np.inf
+    assert bound.log_bound_sum_grad(far).shape == q_map.shape  # no OverflowError
