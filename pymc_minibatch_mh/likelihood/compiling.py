@@ -20,10 +20,12 @@ import pytensor.tensor as pt
 from pymc.pytensorf import compile as _compile_pymc
 from pytensor.graph.basic import Variable
 
+from pymc_minibatch_mh.likelihood import function_cache
 from pymc_minibatch_mh.likelihood.graph_tools import graph_inputs
 
 _DATA_TAG = "minibatch_mh_data"
 _seconds = 0.0
+_loaded = 0
 
 
 def data_placeholder(var: Variable, value: np.ndarray) -> Variable:
@@ -79,12 +81,32 @@ def compile_function(inputs, outputs, **kwargs):
     start = time.perf_counter()
     try:
         data = [var for var in bound_data(outputs) if not any(var is i for i in inputs)]
-        function = _compile_pymc([*inputs, *data], outputs, **kwargs)
+        function = _cached_compile([*inputs, *data], outputs, kwargs)
         if not data:
             return function
         return DataBoundFunction(function, tuple(getattr(v.tag, _DATA_TAG) for v in data))
     finally:
         _seconds += time.perf_counter() - start
+
+
+def _cached_compile(inputs: list, outputs, kwargs: dict):
+    """Load the compiled function from :mod:`~pymc_minibatch_mh.likelihood.function_cache`
+    or compile it (and store it there)."""
+    global _loaded
+    key = function_cache.graph_key(inputs, outputs, kwargs)
+    function = None if key is None else function_cache.load(key)
+    if function is not None:
+        _loaded += 1
+        return function
+    function = _compile_pymc(inputs, outputs, **kwargs)
+    if key is not None:
+        function_cache.store(key, function)
+    return function
+
+
+def functions_loaded() -> int:
+    """How many functions this process took from the on-disk cache instead of compiling."""
+    return _loaded
 
 
 def compile_seconds() -> float:

@@ -1,0 +1,372 @@
+"""An on-disk cache of compiled PyTensor functions, keyed by the structure of the graph.
+
+Compiling a function spends most of its time rewriting the graph (PyTensor caches the C
+code and numba the machine code, but not the rewriting). A step's functions hold no data
+(see :mod:`pymc_minibatch_mh.likelihood.compiling`), so the same model structure gives
+the same graphs whatever N is, in every process: the second process that builds a step
+on such a model loads its rewritten functions from disk instead of rewriting them again.
+
+The key of a function is a SHA-256 digest of the graph as a whole: every Apply node's Op
+(its type and all its ``__props__``), the order of its inputs, every variable's type,
+the bytes of every constant, the compile keyword arguments, the PyTensor configuration
+and the versions of Python, PyTensor and PyMC. A graph that cannot be keyed completely is
+compiled as usual and not stored: an Op without ``__props__`` or with a property of an
+unknown kind, a shared variable or any other non-constant input that is not an input of
+the function (its value would be frozen in the stored copy), a constant of more than
+:data:`MAX_CONSTANT_SIZE` elements, updates or givens.
+
+A stored function is the pickled ``pytensor`` function itself (what multiprocess sampling
+already sends to every worker), without the variables' tags. Loading it links the stored,
+already rewritten graph: C modules and numba's machine code come from their own caches.
+
+The directory is ``minibatch_mh_functions`` under ``pytensor.config.compiledir``; the
+environment variable ``PYMC_MINIBATCH_MH_FUNCTION_CACHE`` set to ``0`` switches the cache
+off, set to a path puts it there. :func:`use_function_cache` switches it in a process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import io
+import os
+import pickle
+import sys
+import tempfile
+import types
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytensor
+from pytensor.compile.mode import Mode
+from pytensor.graph.basic import Constant, Variable
+from pytensor.graph.op import HasInnerGraph
+from pytensor.graph.utils import Scratchpad
+
+from pymc_minibatch_mh.likelihood.graph_tools import toposort
+
+#: Constants with more elements than this make a graph uncacheable (the stored function
+#: would carry them; data enter the package's functions as inputs instead).
+MAX_CONSTANT_SIZE = 10_000
+#: Stored functions kept at most; the oldest are deleted beyond this.
+MAX_ENTRIES = 2_000
+ENVIRONMENT_VARIABLE = "PYMC_MINIBATCH_MH_FUNCTION_CACHE"
+_FORMAT = 1
+_enabled = os.environ.get(ENVIRONMENT_VARIABLE, "1").strip() not in ("0", "false", "False", "")
+
+
+class Uncacheable(Exception):
+    """The graph holds something the key cannot describe completely."""
+
+
+def use_function_cache(enabled: bool) -> None:
+    """Switch the on-disk cache of compiled functions on (the default) or off."""
+    global _enabled
+    _enabled = bool(enabled)
+
+
+def cache_directory() -> Path:
+    """Where compiled functions are stored."""
+    configured = os.environ.get(ENVIRONMENT_VARIABLE, "").strip()
+    if configured and configured not in ("1", "true", "True"):
+        return Path(configured)
+    return Path(pytensor.config.compiledir) / "minibatch_mh_functions"
+
+
+def graph_key(inputs, outputs, kwargs: dict) -> str | None:
+    """The cache key of ``function(inputs, outputs, **kwargs)``, or ``None`` when the graph
+    cannot be described completely (then it is not cached)."""
+    if not _enabled or {"updates", "givens", "random_seed"} & set(kwargs):
+        return None
+    inputs = list(inputs)
+    # A function of one output variable returns an array, of a list of outputs a list.
+    single = not isinstance(outputs, list | tuple)
+    outputs = [outputs] if single else list(outputs)
+    if not all(isinstance(var, Variable) for var in [*inputs, *outputs]):
+        return None  # In / Out wrappers, a dict of outputs: not described by the key
+    try:
+        return _digest(inputs, outputs, {**kwargs, "_returns_one_array": single})
+    except Uncacheable:
+        return None
+
+
+def load(key: str):
+    """The stored function of ``key``, or ``None``."""
+    path = cache_directory() / f"{key}.pkl"
+    try:
+        with open(path, "rb") as file:
+            stored_format, stored_key, function = _TaglessUnpickler(file).load()
+    except FileNotFoundError:
+        return None
+    except Exception as err:  # a damaged or incompatible entry: compile afresh, say so
+        warnings.warn(
+            f"Ignoring the cached compiled function {path.name} ({type(err).__name__}: "
+            f"{err}); it is compiled again.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+    if stored_format != _FORMAT or stored_key != key:
+        return None
+    try:
+        os.utime(path)  # recently used: kept longest
+    except OSError:
+        pass
+    return function
+
+
+def store(key: str, function) -> None:
+    """Store ``function`` under ``key`` (atomically; a failure to write only warns)."""
+    directory = cache_directory()
+    buffer = io.BytesIO()
+    try:
+        _TaglessPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump((_FORMAT, key, function))
+    except Exception:  # a function that does not pickle is simply not stored
+        return
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=directory, suffix=".tmp")
+        with os.fdopen(handle, "wb") as file:
+            file.write(buffer.getvalue())
+        os.replace(temporary, directory / f"{key}.pkl")
+        _prune(directory)
+    except OSError as err:
+        warnings.warn(
+            f"Could not store a compiled function in {directory} ({err}); set "
+            f"{ENVIRONMENT_VARIABLE}=0 to switch the cache off or to a writable directory.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def clear_function_cache() -> int:
+    """Delete every stored function (e.g. after installing a BLAS library); return how
+    many were deleted."""
+    directory = cache_directory()
+    entries = list(directory.glob("*.pkl")) if directory.is_dir() else []
+    for path in entries:
+        path.unlink(missing_ok=True)
+    return len(entries)
+
+
+def _prune(directory: Path) -> None:
+    entries = list(directory.glob("*.pkl"))
+    if len(entries) <= MAX_ENTRIES:
+        return
+    entries.sort(key=lambda path: path.stat().st_mtime)
+    for path in entries[: len(entries) - MAX_ENTRIES]:
+        path.unlink(missing_ok=True)
+
+
+class _TaglessPickler(pickle.Pickler):
+    """Pickles variables without their tags (trace-back information and, on the package's
+    data placeholders, the data array itself), which a compiled function does not use."""
+
+    def persistent_id(self, obj):
+        if isinstance(obj, Scratchpad):
+            return "tag"
+        return None
+
+
+class _TaglessUnpickler(pickle.Unpickler):
+    def persistent_load(self, pid):
+        if pid == "tag":
+            return Scratchpad()
+        raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
+
+
+def _digest(inputs: list[Variable], outputs: list[Variable], kwargs: dict) -> str:
+    hasher = hashlib.sha256()
+    _feed(
+        hasher,
+        "minibatch_mh_function",
+        _FORMAT,
+        sys.version_info[:3],
+        pytensor.__version__,
+        _pymc_version(),
+        _config_key(),
+    )
+    _feed(hasher, "kwargs", _value_key(dict(sorted(kwargs.items()))))
+    _feed_graph(hasher, inputs, outputs)
+    return hasher.hexdigest()
+
+
+def _feed(hasher, *parts) -> None:
+    hasher.update(repr(parts).encode())
+    hasher.update(b"\x00")
+
+
+def _feed_graph(hasher, inputs: list[Variable], outputs: list[Variable]) -> None:
+    """Feed the structure of the graph from ``inputs`` to ``outputs`` into ``hasher``."""
+    index: dict[int, int] = {}
+
+    def refer(var: Variable) -> int:
+        if id(var) not in index:
+            if var.owner is not None:
+                raise Uncacheable(f"variable {var} used before the node computing it")
+            index[id(var)] = len(index)
+            _feed(hasher, "root", index[id(var)], _root_key(var))
+        return index[id(var)]
+
+    for position, var in enumerate(inputs):
+        if var.owner is not None:
+            raise Uncacheable(f"function input {var} is computed from other variables")
+        index[id(var)] = len(index)
+        _feed(hasher, "input", position, _type_key(var.type))
+    for node in toposort(outputs):
+        _feed(
+            hasher,
+            "apply",
+            _op_key(node.op),
+            tuple(refer(var) for var in node.inputs),
+            tuple(_type_key(var.type) for var in node.outputs),
+        )
+        for var in node.outputs:
+            index.setdefault(id(var), len(index))
+    _feed(hasher, "outputs", tuple(refer(var) for var in outputs))
+
+
+def _root_key(var: Variable) -> tuple:
+    if not isinstance(var, Constant):
+        raise Uncacheable(f"non-constant graph input {var} that is not a function input")
+    data = var.data
+    if isinstance(data, np.ndarray | np.generic):
+        array = np.asarray(data)
+        if array.size > MAX_CONSTANT_SIZE or array.dtype.hasobject:
+            raise Uncacheable("large or object constant")
+        digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+        return ("constant", _type_key(var.type), str(array.dtype), array.shape, digest)
+    return ("constant", _type_key(var.type), _value_key(data))
+
+
+def _type_key(type_) -> tuple:
+    props = getattr(type_, "__props__", None)
+    if props is None:
+        raise Uncacheable(f"type without __props__: {type_!r}")
+    return (_qualified(type(type_)), tuple(_value_key(getattr(type_, p)) for p in props))
+
+
+#: Ops without ``__props__`` whose equality PyTensor defines by these attributes and the
+#: inner graph.
+_OP_ATTRIBUTES = {
+    "pytensor.scan.op.Scan": ("info", "profile", "truncate_gradient", "name", "allow_gc", "mode")
+}
+
+
+def _op_key(op) -> tuple:
+    props = getattr(op, "__props__", None)
+    if props is None:
+        props = _OP_ATTRIBUTES.get(_qualified(type(op)))
+    if props is None and type(op).__module__.startswith("pytensor."):
+        props = tuple(sorted(vars(op)))  # scalar ops: their state is their identity
+    if props is None:
+        raise Uncacheable(f"Op without __props__: {type(op).__name__}")
+    key = (_qualified(type(op)), tuple((p, _value_key(getattr(op, p))) for p in props))
+    if isinstance(op, HasInnerGraph):  # Scan, OpFromGraph, Composite: the inner graph too
+        hasher = hashlib.sha256()
+        _feed_graph(hasher, list(op.inner_inputs), list(op.inner_outputs))
+        key += ("inner", hasher.hexdigest())
+    return key
+
+
+_PLAIN = (bool, int, float, complex, str, bytes, type(None))
+
+
+def _value_key(value):
+    if isinstance(value, _PLAIN):
+        return (type(value).__name__, value)
+    if isinstance(value, np.generic):
+        return ("np", str(value.dtype), value.item())
+    if isinstance(value, np.dtype):
+        return ("dtype", str(value))
+    if isinstance(value, enum.Enum):
+        return ("enum", _qualified(type(value)), value.name)
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, tuple(_value_key(v) for v in value))
+    if isinstance(value, dict) or type(value).__name__ == "frozendict":
+        items = sorted((repr(_value_key(k)), _value_key(v)) for k, v in value.items())
+        return ("mapping", tuple(items))
+    if isinstance(value, frozenset | set):
+        return ("set", tuple(sorted(repr(_value_key(v)) for v in value)))
+    if isinstance(value, np.ndarray):
+        if value.size > MAX_CONSTANT_SIZE or value.dtype.hasobject:
+            raise Uncacheable("large array property")
+        return ("array", str(value.dtype), value.shape, value.tobytes())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = dataclasses.fields(value)
+        return (_qualified(type(value)), tuple(_value_key(getattr(value, f.name)) for f in fields))
+    if isinstance(value, slice):
+        return ("slice", _value_key(value.start), _value_key(value.stop), _value_key(value.step))
+    if isinstance(value, type):
+        return ("class", _qualified(value))
+    if isinstance(value, types.FunctionType | types.BuiltinFunctionType):
+        if "<locals>" in value.__qualname__ or "<lambda>" in value.__qualname__:
+            raise Uncacheable("local function property")
+        return ("function", value.__module__, value.__qualname__)
+    if isinstance(value, Mode):
+        return _mode_key(value)
+    if hasattr(value, "make_node"):  # an Op (e.g. an Elemwise's scalar op)
+        return _op_key(value)
+    if hasattr(value, "__props__"):  # a Type
+        return _type_key(value)
+    if type(value).__module__.startswith("pytensor."):  # e.g. a scalar op's output type rule
+        return (_qualified(type(value)), _value_key(vars(value)))
+    raise Uncacheable(f"property of type {type(value).__name__}")
+
+
+def _mode_key(mode: Mode) -> tuple:
+    query = mode.provided_optimizer
+    if isinstance(query, str) or query is None:
+        optimizer = _value_key(query)
+    else:
+        if getattr(query, "extra_rewrites", None) or getattr(query, "subquery", None):
+            raise Uncacheable("mode with extra rewrites")
+        optimizer = tuple(
+            tuple(sorted(str(name) for name in getattr(query, part, ())))
+            for part in ("include", "exclude", "require")
+        ) + (str(getattr(query, "position_cutoff", None)),)
+    linker = mode.provided_linker
+    linker = linker if isinstance(linker, str) else _qualified(type(linker))
+    return ("mode", _qualified(type(mode)), linker, optimizer)
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+#: PyTensor settings that change what compiling a graph gives.
+_CONFIG_FLAGS = (
+    "floatX",
+    "mode",
+    "linker",
+    "optimizer",
+    "optimizer_including",
+    "optimizer_excluding",
+    "optimizer_requiring",
+    "cxx",
+    "gcc__cxxflags",
+    "numba__fastmath",
+    "numba__cache",
+    "cast_policy",
+    "deterministic",
+    "allow_gc",
+    "scan__allow_gc",
+    "tensor__cmp_sloppy",
+    "on_opt_error",
+    "compute_test_value",
+    "warn_float64",
+)
+
+
+def _config_key() -> tuple:
+    # The BLAS flags are left out (reading them costs 0.2 s, more than a cache hit saves
+    # on a small function); they follow from PYTENSOR_FLAGS and the installed libraries.
+    flags = tuple((flag, str(getattr(pytensor.config, flag, None))) for flag in _CONFIG_FLAGS)
+    return (*flags, os.environ.get("PYTENSOR_FLAGS", ""))
+
+
+def _pymc_version() -> str:
+    module = sys.modules.get("pymc")
+    return getattr(module, "__version__", "") if module is not None else ""

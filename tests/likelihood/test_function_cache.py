@@ -1,0 +1,166 @@
+"""The on-disk cache of compiled functions: keys that tell graphs apart, stored functions
+that compute what freshly compiled ones do, and steps that sample the same chains."""
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import pytest
+
+from pymc_minibatch_mh import TunaMH
+from pymc_minibatch_mh.likelihood import compiling, function_cache
+from pymc_minibatch_mh.likelihood.compiling import compile_function, jacobian
+from pymc_minibatch_mh.likelihood.function_cache import graph_key
+from pymc_minibatch_mh.likelihood.shared_functions import share_between_steps
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv(function_cache.ENVIRONMENT_VARIABLE, str(tmp_path))
+    function_cache.use_function_cache(True)
+    yield tmp_path
+    function_cache.use_function_cache(True)
+
+
+def _graph(constant=2.0, op=pt.exp, dtype="float64"):
+    q = pt.vector("q", dtype=dtype)
+    idx = pt.vector("idx", dtype="int64")
+    x = pt.matrix("x", dtype=dtype)
+    out = op(x[idx] @ q) * constant + pt.sum(q**2)
+    return [q, idx, x], out
+
+
+def test_the_same_graph_built_twice_has_the_same_key():
+    assert graph_key(*_graph(), {}) == graph_key(*_graph(), {})
+    assert graph_key(*_graph(), {}) is not None
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        lambda: (_graph(constant=3.0), {}),
+        lambda: (_graph(op=pt.log1p), {}),
+        lambda: (_graph(dtype="float32"), {}),
+        lambda: (_graph(), {"on_unused_input": "ignore"}),
+    ],
+    ids=["constant", "op", "dtype", "kwargs"],
+)
+def test_any_difference_changes_the_key(other):
+    (inputs, outputs), kwargs = other()
+    assert graph_key(inputs, outputs, kwargs) is not None
+    assert graph_key(inputs, outputs, kwargs) != graph_key(*_graph(), {})
+
+
+def test_input_order_of_the_same_variables_changes_the_key():
+    inputs, out = _graph()
+    assert graph_key(inputs, out, {}) != graph_key(inputs[::-1], out, {})
+
+
+def test_one_output_and_a_list_of_it_have_different_keys():
+    """``function(i, out)`` returns an array, ``function(i, [out])`` a list of one."""
+    inputs, out = _graph()
+    assert graph_key(inputs, out, {}) != graph_key(inputs, [out], {})
+
+
+def test_graphs_the_key_cannot_describe_are_not_cached():
+    q = pt.vector("q")
+    shared = pytensor.shared(np.ones(3))
+    assert graph_key([q], pt.sum(q * shared), {}) is None  # its value would be frozen
+    big = pt.constant(np.ones(function_cache.MAX_CONSTANT_SIZE + 1))
+    assert graph_key([q], pt.sum(q) + pt.sum(big), {}) is None
+    free = pt.vector("free")  # not a function input
+    assert graph_key([q], pt.sum(q * free), {}) is None
+    assert graph_key([q], pt.sum(q), {"updates": {}}) is None
+
+
+def test_a_jacobian_graph_is_keyed_with_its_inner_graph():
+    def build(power):
+        q = pt.vector("q")
+        return [q], jacobian(pt.exp(q) ** power, q)
+
+    assert graph_key(*build(2), {}) is not None
+    assert graph_key(*build(2), {}) == graph_key(*build(2), {})
+    assert graph_key(*build(2), {}) != graph_key(*build(3), {})
+
+
+def test_a_stored_function_computes_what_a_compiled_one_does(cache_dir, rng):
+    x = rng.normal(size=(50, 3))
+    q, idx = rng.normal(size=3), np.array([0, 7, 7, 49])
+    before = compiling.functions_loaded()
+    first = compile_function(*_graph())
+    assert len(list(cache_dir.glob("*.pkl"))) == 1
+    second = compile_function(*_graph())
+    assert compiling.functions_loaded() == before + 1
+    np.testing.assert_array_equal(first(q, idx, x), second(q, idx, x))
+    # The stored file holds no data array of the graph's variables (tags are dropped).
+    assert (cache_dir / next(cache_dir.glob("*.pkl")).name).stat().st_size < 200_000
+
+
+def test_a_damaged_entry_warns_and_compiles_again(cache_dir, rng):
+    compile_function(*_graph())
+    (entry,) = cache_dir.glob("*.pkl")
+    entry.write_bytes(b"not a pickle")
+    before = compiling.functions_loaded()
+    with pytest.warns(RuntimeWarning, match="compiled again"):
+        function = compile_function(*_graph())
+    assert compiling.functions_loaded() == before
+    x = rng.normal(size=(4, 3))
+    q, idx = np.ones(3), np.arange(4)
+    expected = np.exp(x @ q) * 2.0 + 3.0
+    np.testing.assert_allclose(function(q, idx, x), expected)
+    # The entry was rewritten and loads again.
+    compile_function(*_graph())
+    assert compiling.functions_loaded() == before + 1
+
+
+def test_switched_off_nothing_is_stored(cache_dir):
+    function_cache.use_function_cache(False)
+    compile_function(*_graph())
+    assert not list(cache_dir.glob("*.pkl"))
+
+
+def _model(rng):
+    n = 3000
+    x = rng.normal(size=(n, 2))
+    y = (rng.random(n) < 1 / (1 + np.exp(-(0.3 + x @ [0.5, -0.4])))).astype(int)
+    with pm.Model() as model:
+        alpha = pm.Normal("alpha", 0, 5)
+        beta = pm.Normal("beta", 0, 5, shape=2)
+        pm.Bernoulli("y", logit_p=alpha + x @ beta, observed=y)
+    return model
+
+
+def _draws(model, step, seed):
+    with model:
+        idata = pm.sample(
+            draws=60,
+            tune=60,
+            chains=1,
+            cores=1,
+            step=step,
+            random_seed=seed,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    return np.column_stack([idata.posterior[v].values.reshape(60, -1) for v in ("alpha", "beta")])
+
+
+def test_a_step_built_from_stored_functions_samples_the_same_chain(cache_dir, rng):
+    model = _model(rng)
+    share_between_steps(False)  # every step compiles (or loads) its own functions
+    try:
+        function_cache.use_function_cache(False)
+        with model:
+            compiled = TunaMH(progressbar=False)
+        function_cache.use_function_cache(True)
+        with model:
+            TunaMH(progressbar=False)  # stores
+        before = compiling.functions_loaded()
+        with model:
+            loaded = TunaMH(progressbar=False)
+        assert compiling.functions_loaded() - before >= 5
+    finally:
+        share_between_steps(True)
+    np.testing.assert_array_equal(_draws(model, compiled, 3), _draws(model, loaded, 3))
+    # Negative control: the comparison tells different chains apart.
+    assert not np.array_equal(_draws(model, compiled, 3), _draws(model, loaded, 4))
