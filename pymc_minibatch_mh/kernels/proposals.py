@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -71,24 +72,34 @@ class IndependenceProposal:
     centre: np.ndarray
     chol: np.ndarray
     df: float = 7.0
+    #: ``L^{-1}``, computed once: a matrix-vector product per density instead of a solve.
+    chol_inv: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "chol_inv", np.linalg.inv(np.asarray(self.chol, dtype=float)))
 
     def log_density(self, position: np.ndarray, scaling: float) -> float:
         """Log density up to a constant that cancels in ratios (same ``scaling``)."""
-        z = np.linalg.solve(self.chol, position - self.centre) / scaling
-        if np.isinf(self.df):
-            return float(-0.5 * (z @ z))
-        return float(-0.5 * (self.df + z.size) * np.log1p((z @ z) / self.df))
+        z = (self.chol_inv @ (position - self.centre)) / scaling
+        return self._log_density_standard(float(z @ z), z.size)
+
+    def _log_density_standard(self, squared_norm: float, ndim: int) -> float:
+        """The log density of a point whose standardised coordinates have this norm."""
+        if math.isinf(self.df):
+            return -0.5 * squared_norm
+        return -0.5 * (self.df + ndim) * math.log1p(squared_norm / self.df)
 
     def __call__(
         self, rng: np.random.Generator, position: np.ndarray, scaling: float
     ) -> tuple[np.ndarray, float]:
         """Return the proposal and ``log q(position) - log q(proposal)``."""
         z = rng.standard_normal(position.shape[0])
-        if not np.isinf(self.df):
-            z *= np.sqrt(self.df / rng.chisquare(self.df))
+        if not math.isinf(self.df):
+            z *= math.sqrt(self.df / rng.chisquare(self.df))
         proposal = self.centre + scaling * (self.chol @ z)
-        log_q_ratio = self.log_density(position, scaling) - self.log_density(proposal, scaling)
-        return proposal, log_q_ratio
+        # The proposal's standardised coordinates are z itself.
+        log_q_proposal = self._log_density_standard(float(z @ z), z.size)
+        return proposal, self.log_density(position, scaling) - log_q_proposal
 
 
 @dataclass(frozen=True)

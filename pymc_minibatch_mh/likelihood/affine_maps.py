@@ -17,7 +17,7 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.pytensorf import join_nonshared_inputs
 from pytensor.compile.mode import Mode
-from pytensor.graph.basic import Variable
+from pytensor.graph.basic import Constant, Variable
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.math import Dot
 
@@ -302,13 +302,13 @@ def _find_products(ctx: _Context, graph: Variable, width: int) -> list[_Product]
         candidates.append((node.outputs[0], x_var, w_var))
     if not candidates:
         return []
-    x_values = compile_function([], [x for _, x, _ in candidates], mode=_MODE)()
-    record_rows(ctx.n_data, ctx.n_data)  # the features are read (and copied) once
+    x_values = _feature_values([x for _, x, _ in candidates])
+    record_rows(ctx.n_data, ctx.n_data)  # the features are read once
     w_fn = ctx.compile([w for _, _, w in candidates])
     w_values = w_fn(ctx.q0)
     products = []
     for j, (out, _, w_var) in enumerate(candidates):
-        x_value = np.array(x_values[j], dtype=np.float64)  # a copy: pm.set_data cannot alter it
+        x_value = x_values[j]
         if x_value.shape[0] != ctx.n_data or w_values[j].shape != (x_value.shape[1], width):
             continue  # not per-datum features times a (P, width) matrix: stays in the residual
 
@@ -319,6 +319,24 @@ def _find_products(ctx: _Context, graph: Variable, width: int) -> list[_Product]
         placeholder = pt.tensor(dtype=out.dtype, shape=(ctx.n_data, width))
         products.append(_Product(out, placeholder, x_value, coef_map, coef_offset))
     return products
+
+
+def _feature_values(features: list[Variable]) -> list[np.ndarray]:
+    """The values of the feature matrices, as float64 arrays that nothing else alters.
+
+    A constant is used as it is (no copy when it is float64 already: a graph constant
+    is never modified); a shared variable (``pm.Data``) is copied, so that a later
+    ``pm.set_data`` cannot alter the recognised design; a computed matrix is evaluated.
+    """
+    computed = [x for x in features if not isinstance(x, Constant)]
+    evaluated = iter(compile_function([], computed, mode=_MODE)() if computed else [])
+    values = []
+    for x in features:
+        if isinstance(x, Constant):
+            values.append(np.asarray(x.data, dtype=np.float64))
+        else:
+            values.append(np.array(next(evaluated), dtype=np.float64))
+    return values
 
 
 def _add_features_times_map(

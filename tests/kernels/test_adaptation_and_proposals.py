@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation, adapt_scale
-from pymc_minibatch_mh.kernels.proposals import RandomWalkProposal
+from pymc_minibatch_mh.kernels.proposals import IndependenceProposal, RandomWalkProposal
 
 
 def test_scale_adaptation_moves_towards_target():
@@ -53,3 +53,30 @@ def test_random_walk_proposal_rejects_bad_covariance():
         RandomWalkProposal.from_covariance(np.eye(3), 2)
     with pytest.raises(ValueError, match="positive definite"):
         RandomWalkProposal.from_covariance(np.array([[1.0, 2.0], [2.0, 1.0]]), 2)
+
+
+@pytest.mark.parametrize("df", [7.0, np.inf])
+def test_independence_proposal_ratio_is_the_multivariate_t_density_ratio(rng, df):
+    """``log q(q) - log q(q')`` against scipy's multivariate t / normal with the same
+    location and scale; a wrong scale (negative control) gives another ratio."""
+    from scipy import stats
+
+    d, scaling = 3, 1.7
+    a = rng.normal(size=(d, d))
+    chol = np.linalg.cholesky(a @ a.T + d * np.eye(d))
+    centre = rng.normal(size=d)
+    proposal = IndependenceProposal(centre=centre, chol=chol, df=df)
+    shape = scaling**2 * chol @ chol.T
+
+    def log_q(x, matrix):
+        if np.isinf(df):
+            return stats.multivariate_normal(centre, matrix).logpdf(x)
+        return stats.multivariate_t(centre, matrix, df=df).logpdf(x)
+
+    for _ in range(5):
+        position = centre + rng.normal(size=d)
+        new, log_ratio = proposal(rng, position, scaling)
+        expected = log_q(position, shape) - log_q(new, shape)
+        np.testing.assert_allclose(log_ratio, expected, rtol=1e-10, atol=1e-10)
+        wrong = log_q(position, 2.0 * shape) - log_q(new, 2.0 * shape)
+        assert not np.isclose(log_ratio, wrong, rtol=1e-6)
