@@ -113,8 +113,9 @@ def compile_seconds() -> float:
     """Seconds spent in :func:`compile_function` so far in this process.
 
     This is graph rewriting and, on PyTensor's C backend, C compilation (or loading from
-    the on-disk cache). The numba backend compiles each function at its first call, which
-    this does not count.
+    the on-disk caches: the package's cache of rewritten functions, PyTensor's of C
+    modules, numba's of machine code). What numba compiles at a function's first call is
+    not counted.
     """
     return _seconds
 

@@ -7,17 +7,23 @@ the same graphs whatever N is, in every process: the second process that builds 
 on such a model loads its rewritten functions from disk instead of rewriting them again.
 
 The key of a function is a SHA-256 digest of the graph as a whole: every Apply node's Op
-(its type and all its ``__props__``), the order of its inputs, every variable's type,
-the bytes of every constant, the compile keyword arguments, the PyTensor configuration
-and the versions of Python, PyTensor and PyMC. A graph that cannot be keyed completely is
-compiled as usual and not stored: an Op without ``__props__`` or with a property of an
-unknown kind, a shared variable or any other non-constant input that is not an input of
-the function (its value would be frozen in the stored copy), a constant of more than
-:data:`MAX_CONSTANT_SIZE` elements, updates or givens.
+(its type and all its ``__props__``; for the few Ops without them, the attributes that
+define their equality: a Scan's settings and inner graph, a scalar op's state), the order
+of its inputs, every variable's type, the bytes of every constant, whether one array or a
+list is returned, the compile keyword arguments, the PyTensor settings that change what a
+compilation gives, ``PYTENSOR_FLAGS`` and the versions of Python, PyTensor and PyMC. A
+graph that cannot be keyed completely is compiled as usual and not stored: an Op or a
+property of an unknown kind, a shared variable or any other non-constant input that is
+not an input of the function (its value would be frozen in the stored copy), a constant
+of more than :data:`MAX_CONSTANT_SIZE` elements, ``In`` / ``Out`` wrappers, updates or
+givens. The BLAS flags are not in the key (reading them costs 0.2 s): after installing or
+removing a BLAS library, :func:`clear_function_cache`.
 
-A stored function is the pickled ``pytensor`` function itself (what multiprocess sampling
-already sends to every worker), without the variables' tags. Loading it links the stored,
-already rewritten graph: C modules and numba's machine code come from their own caches.
+A stored function is the pickled PyTensor function itself (the form in which PyMC sends a
+step to worker processes that are not forked), without the variables' tags. Loading it
+links the stored, already rewritten graph: C modules and numba's machine code come from
+their own caches. Entries are written atomically; a damaged one is compiled again with a
+warning; beyond :data:`MAX_ENTRIES` the least recently used are deleted.
 
 The directory is ``minibatch_mh_functions`` under ``pytensor.config.compiledir``; the
 environment variable ``PYMC_MINIBATCH_MH_FUNCTION_CACHE`` set to ``0`` switches the cache

@@ -124,7 +124,8 @@ class MinibatchStepState(StepMethodState):
 
 def _timed_construction(init):
     """Wrap a step's ``__init__`` so that the outermost call records ``setup_s`` (wall
-    time of the whole construction), ``compile_s`` (PyTensor compilation within it) and
+    time of the whole construction), ``compile_s`` (compiling or loading PyTensor functions
+    within it) and
     ``n_data_passes`` (rows read by full-data work within it, divided by N)."""
 
     @functools.wraps(init)
@@ -154,8 +155,10 @@ class MinibatchStep(ArrayStepShared):
 
     After construction, ``setup_s`` is the wall time the construction took (MAP search,
     full-data passes, compilation), ``compile_s`` the part of it spent compiling PyTensor
-    functions (graph rewriting and C compilation; the numba backend compiles at first
-    call, inside ``setup_s`` but not ``compile_s``), and ``n_data_passes`` the full-data
+    functions or loading them from the on-disk cache of
+    :mod:`~pymc_minibatch_mh.likelihood.function_cache` (graph rewriting, C compilation,
+    linking; what numba compiles at a function's first call counts in ``setup_s`` only),
+    and ``n_data_passes`` the full-data
     work done so far in passes over the data: rows read by validation, the Newton search
     for the mode, Taylor sums, bound constants and recentring, divided by N (a pass over
     a 5 % subsample counts 0.05; a fallback to ``pm.find_MAP`` is not counted).

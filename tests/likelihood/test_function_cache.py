@@ -1,17 +1,15 @@
-"""The on-disk cache of compiled functions: keys that tell graphs apart, stored functions
-that compute what freshly compiled ones do, and steps that sample the same chains."""
+"""The on-disk cache of compiled functions: keys that tell graphs apart, and stored
+functions that compute what freshly compiled ones do (a step built from stored functions
+is checked in ``tests/step_methods/test_shared_functions.py``)."""
 
 import numpy as np
-import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
 
-from pymc_minibatch_mh import TunaMH
 from pymc_minibatch_mh.likelihood import compiling, function_cache
 from pymc_minibatch_mh.likelihood.compiling import compile_function, jacobian
 from pymc_minibatch_mh.likelihood.function_cache import graph_key
-from pymc_minibatch_mh.likelihood.shared_functions import share_between_steps
 
 
 @pytest.fixture
@@ -117,50 +115,3 @@ def test_switched_off_nothing_is_stored(cache_dir):
     function_cache.use_function_cache(False)
     compile_function(*_graph())
     assert not list(cache_dir.glob("*.pkl"))
-
-
-def _model(rng):
-    n = 3000
-    x = rng.normal(size=(n, 2))
-    y = (rng.random(n) < 1 / (1 + np.exp(-(0.3 + x @ [0.5, -0.4])))).astype(int)
-    with pm.Model() as model:
-        alpha = pm.Normal("alpha", 0, 5)
-        beta = pm.Normal("beta", 0, 5, shape=2)
-        pm.Bernoulli("y", logit_p=alpha + x @ beta, observed=y)
-    return model
-
-
-def _draws(model, step, seed):
-    with model:
-        idata = pm.sample(
-            draws=60,
-            tune=60,
-            chains=1,
-            cores=1,
-            step=step,
-            random_seed=seed,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
-    return np.column_stack([idata.posterior[v].values.reshape(60, -1) for v in ("alpha", "beta")])
-
-
-def test_a_step_built_from_stored_functions_samples_the_same_chain(cache_dir, rng):
-    model = _model(rng)
-    share_between_steps(False)  # every step compiles (or loads) its own functions
-    try:
-        function_cache.use_function_cache(False)
-        with model:
-            compiled = TunaMH(progressbar=False)
-        function_cache.use_function_cache(True)
-        with model:
-            TunaMH(progressbar=False)  # stores
-        before = compiling.functions_loaded()
-        with model:
-            loaded = TunaMH(progressbar=False)
-        assert compiling.functions_loaded() - before >= 5
-    finally:
-        share_between_steps(True)
-    np.testing.assert_array_equal(_draws(model, compiled, 3), _draws(model, loaded, 3))
-    # Negative control: the comparison tells different chains apart.
-    assert not np.array_equal(_draws(model, compiled, 3), _draws(model, loaded, 4))

@@ -7,6 +7,7 @@ import pytest
 from step_sampling import QUIET, logistic_design, logistic_regression_model
 
 from pymc_minibatch_mh import MinibatchBarker, TunaMH
+from pymc_minibatch_mh.likelihood import compiling, function_cache
 from pymc_minibatch_mh.likelihood.compiling import DataBoundFunction
 from pymc_minibatch_mh.likelihood.shared_functions import share_between_steps
 
@@ -111,3 +112,28 @@ def test_construction_reads_the_rows_it_reports(monkeypatch, step_class):
     # Negative control: one more full evaluation is seen by the row count.
     step.tall_data.loglik_full(step.reference.reference)
     assert sum(rows) / n == pytest.approx(through_functions + 1, abs=1e-9)
+
+
+def test_a_step_built_from_stored_functions_samples_the_same_chain(sharing, tmp_path, monkeypatch):
+    """The on-disk cache: a step whose functions were loaded samples the chain of a step
+    whose functions were compiled."""
+    monkeypatch.setenv(function_cache.ENVIRONMENT_VARIABLE, str(tmp_path))
+    model = logistic_regression_model(*logistic_design(3000))
+    share_between_steps(False)  # every step compiles (or loads) its own functions
+    try:
+        function_cache.use_function_cache(False)
+        with model:
+            compiled = TunaMH(progressbar=False)
+        function_cache.use_function_cache(True)
+        with model:
+            TunaMH(progressbar=False)  # stores
+        before = compiling.functions_loaded()
+        with model:
+            loaded = TunaMH(progressbar=False)
+        assert compiling.functions_loaded() - before >= 5
+    finally:
+        function_cache.use_function_cache(True)
+        share_between_steps(True)
+    np.testing.assert_array_equal(_draws(model, compiled, 3), _draws(model, loaded, 3))
+    # Negative control: the comparison tells different chains apart.
+    assert not np.array_equal(_draws(model, compiled, 3), _draws(model, loaded, 4))
