@@ -42,12 +42,13 @@ import sys
 import tempfile
 import types
 import warnings
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import numpy as np
 import pytensor
 from pytensor.compile.mode import Mode
-from pytensor.graph.basic import Constant, Variable
+from pytensor.graph.basic import Apply, Constant, Variable
+from pytensor.graph.fg import FunctionGraph
 from pytensor.graph.op import HasInnerGraph
 from pytensor.graph.utils import Scratchpad
 
@@ -56,8 +57,10 @@ from pymc_minibatch_mh.likelihood.graph_tools import toposort
 #: Constants with more elements than this make a graph uncacheable (the stored function
 #: would carry them; data enter the package's functions as inputs instead).
 MAX_CONSTANT_SIZE = 10_000
-#: Stored functions kept at most; the oldest are deleted beyond this.
+#: Stored functions kept at most; the least recently used are deleted beyond this.
 MAX_ENTRIES = 2_000
+#: A pickled function larger than this is not stored (data folded in by rewriting).
+MAX_ENTRY_BYTES = 20_000_000
 ENVIRONMENT_VARIABLE = "PYMC_MINIBATCH_MH_FUNCTION_CACHE"
 _FORMAT = 1
 _enabled = os.environ.get(ENVIRONMENT_VARIABLE, "1").strip() not in ("0", "false", "False", "")
@@ -92,10 +95,27 @@ def graph_key(inputs, outputs, kwargs: dict) -> str | None:
     outputs = [outputs] if single else list(outputs)
     if not all(isinstance(var, Variable) for var in [*inputs, *outputs]):
         return None  # In / Out wrappers, a dict of outputs: not described by the key
+    settings = {
+        **kwargs,
+        "_returns_one_array": single,
+        # pymc.pytensorf.compile keeps or removes parameter checks by the model's flag.
+        "_check_bounds": _model_check_bounds(),
+    }
     try:
-        return _digest(inputs, outputs, {**kwargs, "_returns_one_array": single})
-    except Uncacheable:
-        return None
+        return _digest(inputs, outputs, settings)
+    except (Uncacheable, RecursionError, TypeError, AttributeError):
+        return None  # something the key cannot describe: compile without the cache
+
+
+def _model_check_bounds() -> bool:
+    """The ``check_bounds`` flag of the model in context (True outside a model), which
+    :func:`pymc.pytensorf.compile` reads."""
+    try:
+        from pymc.model import modelcontext
+
+        return bool(modelcontext(None).check_bounds)
+    except TypeError:
+        return True
 
 
 def load(key: str):
@@ -131,14 +151,21 @@ def store(key: str, function) -> None:
         _TaglessPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump((_FORMAT, key, function))
     except Exception:  # a function that does not pickle is simply not stored
         return
+    if buffer.tell() > MAX_ENTRY_BYTES:
+        return  # rewriting folded data into the function: not worth a disk entry
+    temporary = None
     try:
         directory.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=directory, suffix=".tmp")
         with os.fdopen(handle, "wb") as file:
             file.write(buffer.getvalue())
+        os.chmod(temporary, 0o644)
         os.replace(temporary, directory / f"{key}.pkl")
+        temporary = None
         _prune(directory)
     except OSError as err:
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
         warnings.warn(
             f"Could not store a compiled function in {directory} ({err}); set "
             f"{ENVIRONMENT_VARIABLE}=0 to switch the cache off or to a writable directory.",
@@ -161,7 +188,14 @@ def _prune(directory: Path) -> None:
     entries = list(directory.glob("*.pkl"))
     if len(entries) <= MAX_ENTRIES:
         return
-    entries.sort(key=lambda path: path.stat().st_mtime)
+
+    def last_used(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except FileNotFoundError:  # deleted by another process pruning at the same time
+            return 0.0
+
+    entries.sort(key=last_used)
     for path in entries[: len(entries) - MAX_ENTRIES]:
         path.unlink(missing_ok=True)
 
@@ -217,8 +251,10 @@ def _feed_graph(hasher, inputs: list[Variable], outputs: list[Variable]) -> None
         return index[id(var)]
 
     for position, var in enumerate(inputs):
-        if var.owner is not None:
-            raise Uncacheable(f"function input {var} is computed from other variables")
+        if var.owner is not None or isinstance(var, Constant) or id(var) in index:
+            raise Uncacheable(f"function input {var} is computed, constant or repeated")
+        if getattr(var, "get_value", None) is not None:
+            raise Uncacheable(f"function input {var} is a shared variable")
         index[id(var)] = len(index)
         _feed(hasher, "input", position, _type_key(var.type))
     for node in toposort(outputs):
@@ -249,6 +285,8 @@ def _root_key(var: Variable) -> tuple:
 
 def _type_key(type_) -> tuple:
     props = getattr(type_, "__props__", None)
+    if props is None and not getattr(type_, "__dict__", None):
+        props = ()  # a type without state (e.g. NoneTypeT, SliceType): its class says all
     if props is None:
         raise Uncacheable(f"type without __props__: {type_!r}")
     return (_qualified(type(type_)), tuple(_value_key(getattr(type_, p)) for p in props))
@@ -261,16 +299,59 @@ _OP_ATTRIBUTES = {
 }
 
 
+#: Instance attributes that do not change what an Op computes: names and docs, caches of
+#: values derived from the props (an Elemwise's numpy ufunc, an external C op's source
+#: files and code), the inner graph (keyed separately by its digest).
+_IGNORED_ATTRIBUTES = frozenset(
+    {
+        "name",
+        "__doc__",
+        "__module__",
+        "__epydoc_asRoutine",
+        "ufunc",
+        "nfunc",
+        "func_files",
+        "func_codes",
+        "func_name",
+        "code_sections",
+        "_fn",
+        "_fgraph",
+        "fgraph",
+        "_inner_fgraph",
+        "_hash_inner_graph",
+        "_props_dict",
+    }
+)
+
+
+def _holds_graph(value) -> bool:
+    if isinstance(value, Variable | Apply | FunctionGraph):
+        return True
+    return isinstance(value, list | tuple) and any(isinstance(v, Variable) for v in value)
+
+
 def _op_key(op) -> tuple:
+    inner = isinstance(op, HasInnerGraph)
+    # An inner graph is keyed by its digest below, not through the attributes holding it.
+    state = {
+        name: value
+        for name, value in getattr(op, "__dict__", {}).items()
+        if name not in _IGNORED_ATTRIBUTES and not (inner and _holds_graph(value))
+    }
     props = getattr(op, "__props__", None)
     if props is None:
         props = _OP_ATTRIBUTES.get(_qualified(type(op)))
     if props is None and type(op).__module__.startswith("pytensor."):
-        props = tuple(sorted(vars(op)))  # scalar ops: their state is their identity
+        props = tuple(sorted(state))  # scalar ops: their state is their identity
     if props is None:
         raise Uncacheable(f"Op without __props__: {type(op).__name__}")
     key = (_qualified(type(op)), tuple((p, _value_key(getattr(op, p))) for p in props))
-    if isinstance(op, HasInnerGraph):  # Scan, OpFromGraph, Composite: the inner graph too
+    # Settings an Op keeps outside its __props__ (e.g. a root finder's tolerances) must
+    # be keyed too: every other instance attribute, or the graph is not cached.
+    extra = sorted(set(state) - set(props))
+    if extra:
+        key += tuple((name, _value_key(getattr(op, name))) for name in extra)
+    if inner:  # Scan, OpFromGraph, Composite: the inner graph too
         hasher = hashlib.sha256()
         _feed_graph(hasher, list(op.inner_inputs), list(op.inner_outputs))
         key += ("inner", hasher.hexdigest())
@@ -303,6 +384,8 @@ def _value_key(value):
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = dataclasses.fields(value)
         return (_qualified(type(value)), tuple(_value_key(getattr(value, f.name)) for f in fields))
+    if isinstance(value, PurePath):
+        return ("path", str(value))
     if isinstance(value, slice):
         return ("slice", _value_key(value.start), _value_key(value.stop), _value_key(value.step))
     if isinstance(value, type):
@@ -311,6 +394,8 @@ def _value_key(value):
         if "<locals>" in value.__qualname__ or "<lambda>" in value.__qualname__:
             raise Uncacheable("local function property")
         return ("function", value.__module__, value.__qualname__)
+    if isinstance(value, Variable | Apply | FunctionGraph):
+        raise Uncacheable("a graph held as a property")
     if isinstance(value, Mode):
         return _mode_key(value)
     if hasattr(value, "make_node"):  # an Op (e.g. an Elemwise's scalar op)
@@ -334,7 +419,9 @@ def _mode_key(mode: Mode) -> tuple:
             for part in ("include", "exclude", "require")
         ) + (str(getattr(query, "position_cutoff", None)),)
     linker = mode.provided_linker
-    linker = linker if isinstance(linker, str) else _qualified(type(linker))
+    if not isinstance(linker, str):  # a linker object: its settings (lazy, callbacks) too
+        state = {k: v for k, v in vars(linker).items() if k != "fgraph" or v is not None}
+        linker = (_qualified(type(linker)), _value_key(state))
     return ("mode", _qualified(type(mode)), linker, optimizer)
 
 
@@ -363,6 +450,14 @@ _CONFIG_FLAGS = (
     "on_opt_error",
     "compute_test_value",
     "warn_float64",
+    "on_unused_input",
+    "check_input",
+    "vm__lazy",
+    "cycle_detection",
+    "optdb__max_use_ratio",
+    "optdb__position_cutoff",
+    "profile",
+    "profile_memory",
 )
 
 

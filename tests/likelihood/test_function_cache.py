@@ -3,9 +3,12 @@ functions that compute what freshly compiled ones do (a step built from stored f
 is checked in ``tests/step_methods/test_shared_functions.py``)."""
 
 import numpy as np
+import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
 
 from pymc_minibatch_mh.likelihood import compiling, function_cache
 from pymc_minibatch_mh.likelihood.compiling import compile_function, jacobian
@@ -115,3 +118,67 @@ def test_switched_off_nothing_is_stored(cache_dir):
     function_cache.use_function_cache(False)
     compile_function(*_graph())
     assert not list(cache_dir.glob("*.pkl"))
+
+
+def test_the_models_check_bounds_flag_is_in_the_key():
+    """pymc's compile removes parameter checks in a model with ``check_bounds=False``."""
+    inputs, out = _graph()
+    with pm.Model(check_bounds=False):
+        unchecked = graph_key(inputs, out, {})
+    with pm.Model(check_bounds=True):
+        checked = graph_key(inputs, out, {})
+    assert unchecked != checked
+    assert checked == graph_key(inputs, out, {})  # outside a model: checks kept
+
+
+def test_the_linkers_settings_are_in_the_key():
+    from pytensor.compile.mode import Mode
+    from pytensor.link.vm import VMLinker
+
+    inputs, out = _graph()
+
+    def key(lazy):
+        return graph_key(inputs, out, {"mode": Mode(linker=VMLinker(lazy=lazy), optimizer=None)})
+
+    assert key(True) == key(True)
+    assert key(True) != key(False)
+
+
+class _Scaled(Op):
+    """An Op with a setting outside its ``__props__`` (as some PyTensor Ops have)."""
+
+    __props__ = ()
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def make_node(self, x):
+        x = pt.as_tensor_variable(x)
+        return Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, outputs):
+        outputs[0][0] = inputs[0] * self.factor
+
+
+def test_an_ops_settings_outside_its_props_are_in_the_key():
+    x = pt.vector("x")
+    assert graph_key([x], _Scaled(2.0)(x), {}) != graph_key([x], _Scaled(3.0)(x), {})
+    assert graph_key([x], _Scaled(2.0)(x), {}) == graph_key([x], _Scaled(2.0)(x), {})
+
+
+def test_repeated_inputs_are_not_cached():
+    x, y = pt.vector("x"), pt.vector("y")
+    assert graph_key([x, x, y], x - y, {}) is None
+
+
+def test_an_inner_graph_op_compiles_and_computes(cache_dir):
+    """OpFromGraph (no ``__props__`` on PyTensor 2) is keyed by its inner graph."""
+    from pytensor.compile.builders import OpFromGraph
+
+    a = pt.vector("a")
+    double_plus_one = OpFromGraph([a], [2.0 * a + 1.0])
+    x = pt.vector("x")
+    first = compile_function([x], double_plus_one(x))
+    second = compile_function([x], double_plus_one(x))
+    np.testing.assert_array_equal(first(np.ones(2)), [3.0, 3.0])
+    np.testing.assert_array_equal(second(np.ones(2)), [3.0, 3.0])
