@@ -17,7 +17,10 @@ property of an unknown kind, a shared variable or any other non-constant input t
 not an input of the function (its value would be frozen in the stored copy), a constant
 of more than :data:`MAX_CONSTANT_SIZE` elements, ``In`` / ``Out`` wrappers, updates or
 givens. The BLAS flags are not in the key (reading them costs 0.2 s): after installing or
-removing a BLAS library, :func:`clear_function_cache`.
+removing a BLAS library, :func:`clear_function_cache`. Nor is the set of registered graph
+rewrites: a library imported later that registers its own rewrites can give a differently
+rewritten (equivalent) graph, and the stored one is used until the cache is cleared. The
+model's ``check_bounds`` flag, which :func:`pymc.pytensorf.compile` reads, is keyed.
 
 A stored function is the pickled PyTensor function itself (the form in which PyMC sends a
 step to worker processes that are not forked), without the variables' tags. Loading it
