@@ -66,7 +66,15 @@ MAX_ENTRIES = 2_000
 MAX_ENTRY_BYTES = 20_000_000
 ENVIRONMENT_VARIABLE = "PYMC_MINIBATCH_MH_FUNCTION_CACHE"
 _FORMAT = 1
-_enabled = os.environ.get(ENVIRONMENT_VARIABLE, "1").strip() not in ("0", "false", "False", "")
+_OFF, _ON = ("0", "false", "False", ""), ("1", "true", "True")
+
+
+def _environment_setting() -> str:
+    """The variable's value: off, on (the default) or a directory."""
+    return os.environ.get(ENVIRONMENT_VARIABLE, "1").strip()
+
+
+_enabled = _environment_setting() not in _OFF
 
 
 class Uncacheable(Exception):
@@ -81,8 +89,8 @@ def use_function_cache(enabled: bool) -> None:
 
 def cache_directory() -> Path:
     """Where compiled functions are stored."""
-    configured = os.environ.get(ENVIRONMENT_VARIABLE, "").strip()
-    if configured and configured not in ("1", "true", "True"):
+    configured = _environment_setting()
+    if configured not in _OFF + _ON:
         return Path(configured)
     return Path(pytensor.config.compiledir) / "minibatch_mh_functions"
 
@@ -277,12 +285,8 @@ def _root_key(var: Variable) -> tuple:
     if not isinstance(var, Constant):
         raise Uncacheable(f"non-constant graph input {var} that is not a function input")
     data = var.data
-    if isinstance(data, np.ndarray | np.generic):
-        array = np.asarray(data)
-        if array.size > MAX_CONSTANT_SIZE or array.dtype.hasobject:
-            raise Uncacheable("large or object constant")
-        digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
-        return ("constant", _type_key(var.type), str(array.dtype), array.shape, digest)
+    if isinstance(data, np.generic):
+        data = np.asarray(data)  # keyed by its bytes, as array constants are
     return ("constant", _type_key(var.type), _value_key(data))
 
 
@@ -327,8 +331,12 @@ _IGNORED_ATTRIBUTES = frozenset(
 )
 
 
+#: Graph objects: an Op holding one is keyed through its inner graph, or not at all.
+_GRAPH_OBJECTS = (Variable, Apply, FunctionGraph)
+
+
 def _holds_graph(value) -> bool:
-    if isinstance(value, Variable | Apply | FunctionGraph):
+    if isinstance(value, _GRAPH_OBJECTS):
         return True
     return isinstance(value, list | tuple) and any(isinstance(v, Variable) for v in value)
 
@@ -382,7 +390,7 @@ def _value_key(value):
         return ("set", tuple(sorted(repr(_value_key(v)) for v in value)))
     if isinstance(value, np.ndarray):
         if value.size > MAX_CONSTANT_SIZE or value.dtype.hasobject:
-            raise Uncacheable("large array property")
+            raise Uncacheable("large or object array")
         return ("array", str(value.dtype), value.shape, value.tobytes())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = dataclasses.fields(value)
@@ -397,7 +405,7 @@ def _value_key(value):
         if "<locals>" in value.__qualname__ or "<lambda>" in value.__qualname__:
             raise Uncacheable("local function property")
         return ("function", value.__module__, value.__qualname__)
-    if isinstance(value, Variable | Apply | FunctionGraph):
+    if isinstance(value, _GRAPH_OBJECTS):
         raise Uncacheable("a graph held as a property")
     if isinstance(value, Mode):
         return _mode_key(value)
