@@ -1,14 +1,16 @@
 """Command line: ``python -m pymc_minibatch_mh.bench EXPERIMENT [--quick]``.
 
-EXPERIMENT is one of gmm, logistic, robust, tall-logistic, all, or peers (our default
+EXPERIMENT is one of gmm, logistic, robust, tall-logistic, all, peers (our default
 steps against numpyro's HMCECS, each method in a fresh process; needs the ``[peers]``
-extra: numpyro and jax).
+extra: numpyro and jax), or tall-disk (default steps on float32 data in ``.npy`` files
+opened as memory maps: peak memory, setup against one raw read, cost per draw).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,7 +23,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
         prog="python -m pymc_minibatch_mh.bench",
         description="Run minibatch-MH benchmarks against NUTS on synthetic tall data.",
     )
-    parser.add_argument("experiment", choices=[*EXPERIMENTS, "all", "peers"])
+    parser.add_argument("experiment", choices=[*EXPERIMENTS, "all", "peers", "tall-disk"])
     parser.add_argument(
         "--quick", action="store_true", help="small N and few draws (a smoke test, ~1 minute)"
     )
@@ -40,9 +42,22 @@ def main(argv: list[str] | None = None) -> list[Path]:
         action="store_true",
         help="peers: also run PyMC's NUTS at N = 10^6 (about an hour)",
     )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="tall-disk: also N = 10^8 (4 GB of float32 on disk, about 10 minutes to write)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "pymc-minibatch-mh-tall-disk",
+        help="tall-disk: where the data files are written (and reused)",
+    )
     args = parser.parse_args(argv)
     if args.experiment == "peers":
         return _peers(args)
+    if args.experiment == "tall-disk":
+        return _tall_disk(args)
 
     settings = RunSettings(
         quick=args.quick, seed=args.seed, cores=args.cores, progressbar=not args.no_progress
@@ -60,6 +75,25 @@ def main(argv: list[str] | None = None) -> list[Path]:
             print(f"- {note}")
         print("written: " + ", ".join(str(p) for p in paths))
     return written
+
+
+def _tall_disk(args) -> list[Path]:
+    import platform
+
+    from pymc_minibatch_mh.bench.tall_disk import markdown_report, run_tall_disk, write_reports
+
+    if args.quick:
+        sizes, draws, tune = (10**5, 10**6), 200, 100
+    else:
+        sizes, draws, tune = (10**6, 10**7, *((10**8,) if args.full else ())), 1000, 500
+    result = run_tall_disk(
+        sizes=sizes, directory=args.data_dir, draws=draws, tune=tune, seed=args.seed
+    )
+    stack = "py" + "".join(platform.python_version_tuple()[:2])
+    paths = write_reports(result, args.out, suffix=f"-{stack}" + ("-quick" if args.quick else ""))
+    print(markdown_report(result))
+    print("written: " + ", ".join(str(p) for p in paths))
+    return paths
 
 
 def _peers(args) -> list[Path]:

@@ -36,6 +36,7 @@ import numpy as np
 
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.passes import record_rows
+from pymc_minibatch_mh.row_design import RowDesign
 
 #: Upper limit on the number of matrix entries handled at once while collapsing.
 DEFAULT_CHUNK_ENTRIES = 2**21
@@ -80,7 +81,10 @@ def chunk_rows(n_rows: int, width: int, chunk_entries: int = DEFAULT_CHUNK_ENTRI
 
 
 def as_design(design: np.ndarray) -> np.ndarray:
-    """The design matrix as a C-contiguous float64 ``(N, D)`` array (no copy if it already is)."""
+    """The design matrix as a C-contiguous float64 ``(N, D)`` array (no copy if it already is),
+    or a :class:`~pymc_minibatch_mh.row_design.RowDesign` unchanged."""
+    if isinstance(design, RowDesign):
+        return design
     design = np.ascontiguousarray(design, dtype=np.float64)
     if design.ndim != 2:
         raise ValueError(f"The design matrix must be 2-D (N, D); got shape {design.shape}.")

@@ -62,6 +62,7 @@ from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound, _row_norms
 from pymc_minibatch_mh.bounds.taylor_remainder import _grid_supremum, student_t_g_derivatives
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.passes import record_rows
+from pymc_minibatch_mh.row_design import design_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path)
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
@@ -177,7 +178,7 @@ def map_tuned_free_scale(
     if not lp.free_scale or lp.family not in ("normal", "student_t"):
         raise UnsupportedBound("map_tuned_free_scale needs a Normal or Student-t free scale.")
     q_map = np.asarray(q_map, dtype=np.float64)
-    design = np.asarray(lp.design, dtype=np.float64)
+    design = design_rows(lp.design)
     n, ndim = design.shape
     z = np.asarray(lp.scale_row, dtype=np.float64)
     chol, rho = region.chol, region.radius

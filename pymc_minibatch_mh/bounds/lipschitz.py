@@ -50,6 +50,7 @@ from scipy import linalg
 
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.passes import record_rows
+from pymc_minibatch_mh.row_design import design_rows, rows_per_chunk
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path)
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
@@ -165,6 +166,11 @@ class LipschitzBound:
     box: tuple[np.ndarray, np.ndarray] | None = None
     region: TrustRegion | None = None
     C: float = field(init=False)
+
+    def __deepcopy__(self, memo) -> LipschitzBound:
+        # Immutable (frozen, read-only constants): PyMC deep-copies a step's sampling
+        # state for every chain, and a copy of c would cost 8 N bytes each time.
+        return self
 
     def __post_init__(self) -> None:
         c = np.array(self.c, dtype=np.float64)
@@ -317,19 +323,20 @@ def expected_batch_size(chi: float, total: float, metric_value: float) -> float:
 
 def _row_norms(design: np.ndarray, chol: np.ndarray | None) -> np.ndarray:
     """``||L^T x_i||_2`` (``||x_i||_2`` without ``L``) for every row, in chunks."""
-    design = np.asarray(design, dtype=np.float64)
+    design = design_rows(design)
     record_rows(design.shape[0], design.shape[0])
-    if chol is None:
-        return np.sqrt(np.einsum("ij,ij->i", design, design))
-    chol = np.asarray(chol, dtype=np.float64)
-    if chol.shape != (design.shape[1], design.shape[1]):
-        raise ValueError(
-            f"chol has shape {chol.shape}, expected ({design.shape[1]}, {design.shape[1]})."
-        )
+    if chol is not None:
+        chol = np.asarray(chol, dtype=np.float64)
+        if chol.shape != (design.shape[1], design.shape[1]):
+            raise ValueError(
+                f"chol has shape {chol.shape}, expected ({design.shape[1]}, {design.shape[1]})."
+            )
     out = np.empty(design.shape[0])
-    for start in range(0, design.shape[0], _CHUNK_ROWS):
-        block = design[start : start + _CHUNK_ROWS] @ chol
-        out[start : start + _CHUNK_ROWS] = np.sqrt(np.einsum("ij,ij->i", block, block))
+    step = rows_per_chunk(design.shape[1])
+    for start in range(0, design.shape[0], step):
+        block = design[start : start + step]
+        block = block if chol is None else block @ chol
+        out[start : start + step] = np.sqrt(np.einsum("ij,ij->i", block, block))
     return out
 
 
@@ -370,7 +377,7 @@ def _check_box(box, ndim: int) -> tuple[np.ndarray, np.ndarray]:
 def _eta_range(lp, box) -> tuple[np.ndarray, np.ndarray]:
     """Smallest and largest linear predictor of every row over the box."""
     lo, hi = box
-    design = np.asarray(lp.design, dtype=np.float64)
+    design = design_rows(lp.design)
     offset = np.asarray(lp.offset, dtype=np.float64)
     eta_min = np.empty(design.shape[0])
     eta_max = np.empty(design.shape[0])

@@ -115,6 +115,7 @@ from pymc_minibatch_mh.bounds.lipschitz import (
 )
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
 from pymc_minibatch_mh.passes import record_rows
+from pymc_minibatch_mh.row_design import design_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path)
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
@@ -418,7 +419,7 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
     # negative binomial's channels (log mean, log alpha) are used as they are.
     w = 1.0 if lp.family == "negative_binomial" else math.exp(-s_star)
     big_e = math.exp(s_half)  # largest e^{-delta} on the region
-    design = np.asarray(lp.design, dtype=np.float64)
+    design = design_rows(lp.design)
     n = design.shape[0]
     xsx = np.empty(n)
     xsz = np.empty(n)

@@ -5,7 +5,7 @@ constants with ``|U_i(q) - U_i(q')| <= c_i M(q, q')`` (``C = sum c_i``), each st
 
 1. proposes ``q'`` and computes ``M = M(q, q')``;
 2. draws ``B ~ Poisson(chi C^2 M^2 + C M)`` and ``B`` indices with ``P(i) = c_i / C``
-   (alias table, with replacement);
+   (binary search in cumulative sums, with replacement);
 3. keeps each drawn ``i`` with probability
    ``(chi c_i C M^2 + (d_i + c_i M) / 2) / (chi c_i C M^2 + c_i M)`` where
    ``d_i = U_i(q') - U_i(q)`` (points whose energy rises are kept more often);
@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pymc_minibatch_mh.bounds.lipschitz import LipschitzBound
-from pymc_minibatch_mh.kernels.alias import AliasTable
 from pymc_minibatch_mh.kernels.target import ChainState, TallTarget
+from pymc_minibatch_mh.kernels.weighted_index import CumulativeTable
 
 # |d_i| may exceed c_i M by this much (relative, then absolute) before the bound
 # counts as violated: room for floating-point rounding in the log-likelihood only.
@@ -168,7 +168,7 @@ def tuna_kernel(
     target: TallTarget,
     bound: LipschitzBound,
     settings: TunaSettings,
-    alias: AliasTable | None,
+    table: CumulativeTable | None,
 ) -> tuple[ChainState, TunaInfo]:
     """One TunaMH transition from ``state`` towards ``proposal``.
 
@@ -188,7 +188,7 @@ def tuna_kernel(
         ``c`` (untempered, shape ``(N,)``) and ``metric``.
     settings : TunaSettings
         ``chi`` and the temperature.
-    alias : AliasTable or None
+    table : CumulativeTable or None
         Table for ``P(i) = c_i / C`` (built once from ``bound.c``); ``None`` only if
         ``C = 0``.
 
@@ -232,7 +232,7 @@ def tuna_kernel(
         return (ChainState(proposal, lp_new) if accepted else state), info
 
     log_ratio, n_draws, n_kept = poisson_log_ratio(
-        rng, state.position, proposal, target, bound, settings, alias, m
+        rng, state.position, proposal, target, bound, settings, table, m
     )
     # Exactly known part of the log-likelihood ratio (control variates), else 0.
     offset = float(target.diff_offset(proposal, state.position)) * inv_k
@@ -249,14 +249,14 @@ def poisson_log_ratio(
     target: TallTarget,
     bound: LipschitzBound,
     settings: TunaSettings,
-    alias: AliasTable | None,
+    table: CumulativeTable | None,
     m: float,
 ) -> tuple[float, int, int]:
     """The data part of ``log r``: Poisson draws, thinning and the artanh sum.
 
     Parameters
     ----------
-    rng, target, bound, settings, alias
+    rng, target, bound, settings, table
         As for :func:`tuna_kernel`.
     position, proposal : ndarray
         ``q`` and ``q'``.
@@ -281,7 +281,7 @@ def poisson_log_ratio(
     n_draws = int(rng.poisson(rate))
     if n_draws == 0:
         return 0.0, 0, 0
-    idx = alias.sample(rng, n_draws)
+    idx = table.sample(rng, n_draws)
     d = -np.asarray(target.loglik_diff(proposal, position, idx), dtype=np.float64) * inv_k
     c = bound.c[idx] * inv_k
     check_bound(d, c, m, idx, bound.description)

@@ -17,10 +17,12 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.pytensorf import join_nonshared_inputs
 from pytensor.compile.mode import Mode
+from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant, Variable
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.math import Dot
 
+from pymc_minibatch_mh.likelihood.batching import datum_data_inputs, gather_rows
 from pymc_minibatch_mh.likelihood.compiling import compile_function
 from pymc_minibatch_mh.likelihood.glm_families import (
     _BOUNDS_HINT,
@@ -35,6 +37,7 @@ from pymc_minibatch_mh.likelihood.graph_tools import (
     toposort,
 )
 from pymc_minibatch_mh.passes import record_rows
+from pymc_minibatch_mh.row_design import CHUNK_ROWS, FeatureBlock, RowDesign
 
 # Graphs are evaluated a handful of times only: the Python linker compiles in
 # milliseconds on both backends, and numpy does the heavy lifting (matrix products).
@@ -95,11 +98,68 @@ class _Context:
 
         return evaluate
 
+    def compile_rows(self, output: Variable, trailing: tuple, extra_inputs=(), what: str = ""):
+        """Compile a per-row graph as ``f(q, *extra) -> (N, *trailing)`` float64 array,
+        evaluated over blocks of :data:`CHUNK_ROWS` rows.
+
+        The graph is rebuilt on the rows of each block (as a minibatch reads them), so
+        its temporaries (e.g. float32 features widened to float64 for a product) stay
+        O(block) instead of O(N). ``extra_inputs`` are per-row inputs (leading axis
+        None); the caller passes them whole and each block gets its rows. A graph
+        without per-datum data is evaluated on the extra inputs' blocks as it is; one that
+        cannot be evaluated by blocks (a length-N shape in a graph without data), and any
+        graph when N is at most one block, is evaluated on all rows at once. A graph that
+        reads a statistic of all rows (in-graph centring) is then evaluated per block and
+        fails the affinity check that follows, loudly: such a graph cannot be subsampled.
+        """
+        n_data = self.n_data
+        # Only a graph that reads per-datum data makes a pass over the data (recorded).
+        reads = n_data if datum_data_inputs([output], n_data) else 0
+        whole_fn = None
+        if n_data > CHUNK_ROWS:
+            idx = pt.vector("rows", dtype="int64")
+            on_rows = gather_rows(output, idx, n_data) if reads else output
+            block_fn = self.compile([on_rows], [idx, *extra_inputs])
+        else:
+            whole_fn = self.compile([output], extra_inputs)
+
+        def evaluate(q, *extra):
+            nonlocal whole_fn
+            if whole_fn is not None:
+                record_rows(reads, n_data)
+                return _broadcast(whole_fn(q, *extra)[0], (n_data, *trailing), what)
+            out = np.empty((n_data, *trailing))
+            for start in range(0, n_data, CHUNK_ROWS):
+                stop = min(start + CHUNK_ROWS, n_data)
+                rows = np.arange(start, stop, dtype=np.int64)
+                try:
+                    (value,) = block_fn(q, rows, *(e[start:stop] for e in extra))
+                except ValueError:
+                    if start > 0:
+                        raise
+                    break  # a shape fixed to N: evaluate all rows at once below
+                out[start:stop] = _broadcast(value, (stop - start, *trailing), what)
+                record_rows((stop - start) * (reads > 0), n_data)
+            else:
+                return out
+            whole_fn = self.compile([output], extra_inputs)
+            return evaluate(q, *extra)
+
+        return evaluate
+
     def model_loglik(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-        """The model's own per-datum observed log-density, compiled over all rows."""
+        """The model's own per-datum observed log-density, compiled for given rows."""
         (term,) = self.model.logp(vars=[self.rv], sum=False)
-        fn = self.compile([term])
-        return lambda q, idx: fn(q)[0][np.asarray(idx)]
+        idx = pt.vector("rows", dtype="int64")
+        try:
+            if self.n_data <= CHUNK_ROWS:
+                raise ValueError("one block: evaluate all rows")
+            on_rows = gather_rows(term, idx, self.n_data)
+        except ValueError:
+            fn = self.compile([term])
+            return lambda q, rows: fn(q)[0][np.asarray(rows)]
+        fn = self.compile([on_rows], [idx])
+        return lambda q, rows: fn(q, np.asarray(rows, dtype=np.int64))[0]
 
     def describe_vars(self, variables: list) -> str:
         parts = []
@@ -189,13 +249,21 @@ def _affine_ok(evaluate, predict, q: np.ndarray) -> bool:
 
 
 def _close(actual, expected) -> bool:
-    """Equal up to rounding, relative to the magnitude of the values."""
+    """Equal up to rounding, relative to the magnitude of the values (read in row blocks,
+    so that comparing two (N,) arrays needs no further N-long temporaries)."""
     actual = np.asarray(actual, dtype=np.float64)
     expected = np.asarray(expected, dtype=np.float64)
-    if not (np.all(np.isfinite(actual)) and np.all(np.isfinite(expected))):
-        return False
-    scale = 1.0 + max(np.max(np.abs(actual), initial=0.0), np.max(np.abs(expected), initial=0.0))
-    return bool(np.max(np.abs(actual - expected), initial=0.0) <= _affine_rtol() * scale)
+    if actual.ndim == 0 or expected.ndim == 0 or actual.shape != expected.shape:
+        actual, expected = np.broadcast_arrays(actual, expected)
+        actual, expected = np.atleast_1d(actual), np.atleast_1d(expected)
+    largest = largest_gap = 0.0
+    for start in range(0, actual.shape[0], CHUNK_ROWS):
+        a, e = actual[start : start + CHUNK_ROWS], expected[start : start + CHUNK_ROWS]
+        if not (np.all(np.isfinite(a)) and np.all(np.isfinite(e))):
+            return False
+        largest = max(largest, np.max(np.abs(a), initial=0.0), np.max(np.abs(e), initial=0.0))
+        largest_gap = max(largest_gap, np.max(np.abs(a - e), initial=0.0))
+    return bool(largest_gap <= _affine_rtol() * (1.0 + largest))
 
 
 @dataclass
@@ -218,10 +286,19 @@ class _Product:
 
 @dataclass
 class _Decomposition:
+    """The linearised pieces of a linear predictor.
+
+    ``residual_jac`` is the unit-step jacobian of the part outside the products: one row
+    ``(..., D)`` shared by all rows (``per_row=False``, or the columns that are the same on
+    every row when ``per_row=True``); ``residual_dense`` holds, for ``per_row=True``, the
+    columns that differ between rows as an ``(N, D)`` array (None if there are none).
+    """
+
     products: list[_Product]
-    residual_jac: np.ndarray  # unit-step jacobian (N, ..., D), or one row (..., D)
-    value_q0: np.ndarray  # the graph at q0, broadcast to (N, *trailing)
-    full: Callable  # q -> graph value, broadcast to (N, *trailing)
+    residual_jac: np.ndarray
+    residual_dense: np.ndarray | None
+    value_q0: np.ndarray  # the graph at q0, (N, *trailing)
+    full: Callable  # q -> graph value, (N, *trailing)
 
 
 def _decompose(
@@ -241,45 +318,49 @@ def _decompose(
     differenced numerically over all N rows, for the coordinates it depends on.
     With ``per_row=False`` the residual must change identically on every row
     (an intercept), else ``UnsupportedLikelihood(not_row_constant)`` is raised.
+    Every evaluation runs over blocks of rows (:meth:`_Context.compile_rows`).
     """
     n_data = ctx.n_data
-    shape = (n_data, *trailing)
     width = trailing[0] if trailing else 1
-    full_fn = ctx.compile([graph])
-    value_q0 = _finite(_broadcast(full_fn(ctx.q0)[0], shape, what), what)
+    full_fn = ctx.compile_rows(graph, trailing, what=what)
+    value_q0 = _finite(full_fn(ctx.q0), what)
     products = _find_products(ctx, graph, width)
     stripped = graph
+    placeholders = [pt.tensor(dtype=p.placeholder.dtype, shape=(None, width)) for p in products]
     if products:
-        stripped = rebuild_graph(graph, {p.output: p.placeholder for p in products})
-    stripped_fn = ctx.compile([stripped], [p.placeholder for p in products])
-    zeros = [np.zeros((n_data, width), dtype=p.placeholder.dtype) for p in products]
-
-    def residual(q):
-        return _broadcast(stripped_fn(q, *zeros)[0], shape, what)
-
-    base = _finite(np.array(residual(ctx.q0)), what)
+        stripped = rebuild_graph(
+            graph, {p.output: h for p, h in zip(products, placeholders, strict=True)}
+        )
+    residual = ctx.compile_rows(stripped, trailing, placeholders, what=what)
+    # The product outputs set to 0 (and one at a time to 1): read-only views, no memory.
+    zeros = [np.broadcast_to(np.zeros((), dtype=h.dtype), (n_data, width)) for h in placeholders]
+    base = _finite(residual(ctx.q0, *zeros), what)
     for j, product in enumerate(products):
         ones = list(zeros)
-        ones[j] = np.ones_like(zeros[j])
-        product.weight = _broadcast(stripped_fn(ctx.q0, *ones)[0], shape, what) - base
-    # Unit-step differences of the residual. Per-row residuals give an (N, D) block;
-    # otherwise only one row is kept and every other row must agree with it.
-    jac = np.zeros((*(shape if per_row else trailing), ctx.q0.size))
+        ones[j] = np.broadcast_to(np.ones((), dtype=placeholders[j].dtype), (n_data, width))
+        product.weight = residual(ctx.q0, *ones) - base
+    # Unit-step differences of the residual: the columns that are the same on every row
+    # (an intercept) are kept as one row, the others (per-row terms) as dense columns.
+    jac = np.zeros((*trailing, ctx.q0.size))
+    dense = None
     for k in _columns(ctx, stripped):
         q = ctx.q0.copy()
         q[k] += 1.0
-        delta = residual(q) - base
-        if per_row:
-            jac[..., k] = delta
-        elif _close(delta, np.broadcast_to(delta[0], delta.shape)):
+        delta = residual(q, *zeros) - base
+        if _close(delta, np.broadcast_to(delta[0], delta.shape)):
             jac[..., k] = delta[0]
+        elif per_row:
+            if dense is None:
+                dense = np.zeros((n_data, ctx.q0.size))
+            dense[:, k] = delta
         else:
             raise UnsupportedLikelihood(not_row_constant)
     return _Decomposition(
         products=products,
         residual_jac=jac,
+        residual_dense=dense,
         value_q0=value_q0,
-        full=lambda q: _broadcast(full_fn(q)[0], shape, what),
+        full=lambda q: full_fn(q),
     )
 
 
@@ -303,7 +384,6 @@ def _find_products(ctx: _Context, graph: Variable, width: int) -> list[_Product]
     if not candidates:
         return []
     x_values = _feature_values([x for _, x, _ in candidates])
-    record_rows(ctx.n_data, ctx.n_data)  # the features are read once
     w_fn = ctx.compile([w for _, _, w in candidates])
     w_values = w_fn(ctx.q0)
     products = []
@@ -322,41 +402,52 @@ def _find_products(ctx: _Context, graph: Variable, width: int) -> list[_Product]
 
 
 def _feature_values(features: list[Variable]) -> list[np.ndarray]:
-    """The values of the feature matrices, as float64 arrays that nothing else alters.
+    """The values of the feature matrices, as the model holds them (no copy).
 
-    A constant is used as it is (no copy when it is float64 already: a graph constant
-    is never modified); a shared variable (``pm.Data``) is copied, so that a later
-    ``pm.set_data`` cannot alter the recognised design; a computed matrix is evaluated.
+    A constant or a shared variable (``pm.Data``) gives its array itself, in its own dtype
+    (a float32 ``np.memmap`` stays one): the design reads rows of it on demand. A later
+    ``pm.set_data`` replaces the shared variable's array rather than writing into it, so
+    the recognised design keeps the data it was recognised from. A computed matrix is
+    evaluated.
     """
-    computed = [x for x in features if not isinstance(x, Constant)]
+    computed = [x for x in features if not isinstance(x, Constant | SharedVariable)]
     evaluated = iter(compile_function([], computed, mode=_MODE)() if computed else [])
     values = []
     for x in features:
         if isinstance(x, Constant):
-            values.append(np.asarray(x.data, dtype=np.float64))
+            values.append(np.asarray(x.data))
+        elif isinstance(x, SharedVariable):
+            values.append(np.asarray(x.get_value(borrow=True)))
         else:
-            values.append(np.array(next(evaluated), dtype=np.float64))
+            values.append(np.asarray(next(evaluated), dtype=np.float64))
     return values
 
 
-def _add_features_times_map(
-    design: np.ndarray, features: np.ndarray, coef_map: np.ndarray, weight: np.ndarray
-) -> None:
-    """``design += weight[:, None] * (features @ coef_map)``, in O(N * D) when possible.
+def _design_of(ctx: _Context, parts: _Decomposition, what: str) -> RowDesign:
+    """The scalar linear predictor's design ``d eta / d q`` as a :class:`RowDesign`."""
+    blocks = []
+    for product in parts.products:
+        weight = product.weight.reshape(-1)
+        if not np.all(np.isfinite(weight)):
+            raise UnsupportedLikelihood(f"{what} is not finite.")
+        if _close(weight, np.broadcast_to(weight[0], weight.shape)):
+            weight = float(weight[0])
+        blocks.append(FeatureBlock(product.features, product.coef_map, weight))
+    return RowDesign(
+        ctx.n_data,
+        ctx.q0.size,
+        blocks,
+        constant_row=parts.residual_jac,
+        dense=parts.residual_dense,
+    )
 
-    Coefficient maps usually pick one coordinate per coefficient (``W`` is a value
-    variable, possibly scaled or with fixed entries); then each column of the design
-    is one feature column. Otherwise a dense product is formed for the columns used.
-    """
-    used = np.flatnonzero(np.any(coef_map != 0, axis=0))
-    sub = coef_map[:, used]
-    row_weight = weight.reshape(-1)
-    if np.all(np.count_nonzero(sub, axis=0) == 1):
-        rows = np.argmax(sub != 0, axis=0)
-        for pos, (col, row) in enumerate(zip(used, rows, strict=True)):
-            design[:, col] += (sub[row, pos] * row_weight) * features[:, row]
-    else:
-        design[:, used] += row_weight[:, None] * (features @ sub)
+
+def _row_constant(values: np.ndarray) -> np.ndarray:
+    """``values`` (N,), or a read-only zero-stride view of one value if every row has it
+    (up to rounding): an offset of ``X @ beta + a`` then takes no memory."""
+    if values.size and _close(values, np.broadcast_to(values[0], values.shape)):
+        return np.broadcast_to(np.float64(values[0]), values.shape)
+    return values
 
 
 def _broadcast(value: np.ndarray, shape: tuple, what: str) -> np.ndarray:

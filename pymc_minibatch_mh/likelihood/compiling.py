@@ -10,6 +10,7 @@ arrays are never copied.
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Sequence
 
@@ -20,6 +21,7 @@ import pytensor.tensor as pt
 from pymc.pytensorf import compile as _compile_pymc
 from pytensor.graph.basic import Variable
 
+from pymc_minibatch_mh.file_arrays import portable, restored
 from pymc_minibatch_mh.likelihood import function_cache
 from pymc_minibatch_mh.likelihood.graph_tools import graph_inputs
 
@@ -72,6 +74,25 @@ class DataBoundFunction:
         if name in ("function", "data"):  # not yet set (while unpickling)
             raise AttributeError(name)
         return getattr(self.function, name)
+
+    def __getstate__(self):
+        # Data read from a file go to chains' worker processes as the file, not a copy.
+        # A compiled function pickles the values last passed to its inputs: the data
+        # inputs' cells are emptied while it is pickled (they are refilled on every call).
+        cells = self.function.input_storage[len(self.function.input_storage) - len(self.data) :]
+        held = [cell.storage[0] for cell in cells]
+        for cell in cells:
+            cell.storage[0] = None
+        try:
+            function = pickle.dumps(self.function, protocol=pickle.HIGHEST_PROTOCOL)
+        finally:
+            for cell, value in zip(cells, held, strict=True):
+                cell.storage[0] = value
+        return {"function": function, "data": tuple(portable(d) for d in self.data)}
+
+    def __setstate__(self, state):
+        self.function = pickle.loads(state["function"])
+        self.data = tuple(restored(d) for d in state["data"])
 
 
 def compile_function(inputs, outputs, **kwargs):

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
+from pymc_minibatch_mh.row_design import RowDesign
+
 FAMILIES = (
     "bernoulli_logit",
     "student_t",
@@ -43,14 +45,17 @@ class LinearPredictorLikelihood:
     ----------
     family : str
         One of :data:`FAMILIES`.
-    design : ndarray
-        Scalar families: ``(N, D)`` with ``eta = design @ q + offset``.
+    design : ndarray or RowDesign
+        Scalar families: ``(N, D)`` with ``eta = design @ q + offset``; the recogniser
+        gives a :class:`~pymc_minibatch_mh.row_design.RowDesign` (the model's
+        features, rows formed on demand).
         ``"categorical_logit"``: ``(N, P)`` feature matrix (see ``coef_map``).
     offset : ndarray
         ``(N,)`` for scalar families, ``(N, K)`` for ``"categorical_logit"``.
     observed : ndarray
-        ``(N,)`` observations: 0/1 (float) for Bernoulli, class index 0..K-1
-        (int) for Categorical, counts (float) for Poisson, reals otherwise.
+        ``(N,)`` observations: 0/1 for Bernoulli, class index 0..K-1 (int) for
+        Categorical, counts for Poisson, reals otherwise; integer and float arrays are
+        kept in their dtype (not copied), other kinds become float64.
     params : dict
         Fixed family parameters, each a float or an ``(N,)`` array:
         ``{"nu", "sigma"}`` for Student-t, ``{"sigma"}`` for Normal, ``{"alpha"}`` for the
@@ -69,9 +74,10 @@ class LinearPredictorLikelihood:
 
     Notes
     -----
-    Memory: ``design`` is dense float64, 8 N D bytes for scalar families
-    (8 N P for categorical), plus ``offset`` (N or N K floats). All arrays
-    are read-only views.
+    Memory: a dense ``design`` is float64, 8 N D bytes for scalar families (8 N P for
+    categorical); a ``RowDesign`` holds the model's own feature arrays (no copy) and
+    forms float64 rows per block. ``offset`` is N (N K) floats unless it is one value
+    broadcast to all rows. All arrays are read-only views.
 
     References
     ----------
@@ -95,13 +101,19 @@ class LinearPredictorLikelihood:
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}.")
-        design = _frozen(self.design, np.float64)
+        design = self.design
+        if not isinstance(design, RowDesign) or self.family == "categorical_logit":
+            design = _frozen(design, np.float64)
         n_data = design.shape[0] if design.ndim == 2 else -1
         if design.ndim != 2:
             raise ValueError(f"design must be 2-D, got shape {design.shape}.")
-        observed = _frozen(
-            self.observed, np.int64 if self.family == "categorical_logit" else np.float64
-        )
+        # Integer or float observations are kept as they are (no float64 copy of N values);
+        # the family densities widen the rows they read.
+        observed = np.asarray(self.observed)
+        if self.family == "categorical_logit":
+            observed = _frozen(observed, np.int64)
+        else:
+            observed = _frozen(observed, None if observed.dtype.kind in "iuf" else np.float64)
         if observed.shape != (n_data,):
             raise ValueError(f"observed has shape {observed.shape}, expected ({n_data},).")
         offset = _frozen(self.offset, np.float64)
@@ -201,6 +213,8 @@ class LinearPredictorLikelihood:
         rows = slice(None) if idx is None else np.asarray(idx)
         if self.family == "categorical_logit":
             return self.design[rows] @ self.coefficients(q) + self.offset[rows]
+        if isinstance(self.design, RowDesign):
+            return self.design.dot(q, None if idx is None else rows) + self.offset[rows]
         return self.design[rows] @ q + self.offset[rows]
 
     @property

@@ -43,14 +43,15 @@ from pytensor.graph.basic import Variable
 
 from pymc_minibatch_mh.likelihood.affine_maps import (
     _CHECK_SEED,
-    _add_features_times_map,
     _affine_rtol,
     _check_rtol,
     _columns,
     _Context,
     _decompose,
+    _design_of,
     _linearise,
     _refuse_outside_block,
+    _row_constant,
     _verify_affine,
 )
 from pymc_minibatch_mh.likelihood.batching import probe_indices
@@ -239,18 +240,14 @@ def _recognise_scalar(
     if scale_graph is not None:
         scale_row, scale_offset = _recognise_log_scale(ctx, family, scale_graph)
 
-    parts = _decompose(ctx, eta, (), f"The linear predictor of {name!r}")
-    design = parts.residual_jac
-    for product in parts.products:
-        if not np.all(np.isfinite(product.weight)):
-            raise UnsupportedLikelihood(f"The linear predictor of {name!r} is not finite.")
-        _add_features_times_map(design, product.features, product.coef_map, product.weight)
-    offset = parts.value_q0 - design @ ctx.q0
+    what = f"The linear predictor of {name!r}"
+    parts = _decompose(ctx, eta, (), what)
+    design = _design_of(ctx, parts, what)
+    offset = _row_constant(parts.value_q0 - design @ ctx.q0)
 
     def predict(q):
         return design @ q + offset
 
-    what = f"The linear predictor of {name!r}"
     _verify_affine(ctx, parts.full, predict, _columns(ctx, eta), what)
     return LinearPredictorLikelihood(
         family=family,

@@ -278,24 +278,28 @@ def build_tall_data(
 def _self_check(data: TallData, q0: np.ndarray, other_lengths: dict[str, int]) -> None:
     """Compare the gathered graph with the full graph on fixed rows (also warms up JIT).
 
+    Up to :data:`FULL_PASS_ROWS` rows, the full-data graph's values on all rows are the
+    reference; above, the gathered graph's values on the leading ``FULL_PASS_ROWS`` rows
+    (one block, not a pass over N). Either way a graph that reads a statistic of all the
+    rows it is given (e.g. ``x - x.mean(0)``) gives other values on the probe rows alone.
     The comparison runs at a fixed perturbation of ``q0`` (at ``q0`` many coefficients
-    are 0 and would hide a graph that reads a statistic of all rows), with one full-data
-    evaluation; at ``q0`` itself too only if the perturbed point is outside the support.
-    ``other_lengths`` names the data inputs whose leading axis is neither N nor 1, used
-    to explain a failed first evaluation.
+    are 0 and would hide such a statistic); at ``q0`` itself too only if the perturbed
+    point is outside the support. ``other_lengths`` names the data inputs whose leading
+    axis is neither N nor 1, used to explain a failed first evaluation.
     """
-    rows = probe_indices(data.n_data)
+    reference = _LeadingRows(data)
+    rows = probe_indices(reference.n_rows)
     perturbed = q0 + 0.3 * np.random.default_rng(0).standard_normal(q0.size)
-    batch, full = _first_evaluation(data, q0, perturbed, rows, other_lengths)
-    if full.shape != (data.n_data,):
+    batch, full = _first_evaluation(data, reference, q0, perturbed, rows, other_lengths)
+    if full.shape != (reference.n_rows,):
         raise ValueError(
-            f"The per-datum log-likelihood has shape {full.shape}, expected ({data.n_data},)."
+            f"The per-datum log-likelihood has shape {full.shape}, expected "
+            f"({reference.n_rows},) for {reference.n_rows} rows."
         )
     batch_p, full_p = data.loglik(perturbed, rows), full[rows]
     finite = np.isfinite(full_p) & np.isfinite(batch_p)
     if not finite.any():  # outside the support there: compare at q0
-        full_p, batch_p = data._loglik_full_fn(q0)[rows], batch
-        record_rows(data.n_data, data.n_data)
+        full_p, batch_p = reference(q0)[rows], batch
         finite = np.isfinite(full_p) & np.isfinite(batch_p)
     if batch_p.shape != rows.shape or not np.allclose(
         batch_p[finite], full_p[finite], rtol=1e-7, atol=1e-9
@@ -316,15 +320,37 @@ def _self_check(data: TallData, q0: np.ndarray, other_lengths: dict[str, int]) -
     data.logprior(q0)
 
 
+class _LeadingRows:
+    """The reference log-likelihood of the self-check: all N rows through the full-data
+    function when N is at most :data:`FULL_PASS_ROWS`, else the leading
+    ``FULL_PASS_ROWS`` rows at once through the gathered function. Calls record the rows
+    they read.
+
+    Above that size the full-data graph is not run at all (PyMC pins its length to N):
+    what is compared is one block of rows against a few of its rows (:func:`_self_check`).
+    """
+
+    def __init__(self, data: TallData):
+        self.data = data
+        self.n_rows = min(data.n_data, FULL_PASS_ROWS)
+
+    def __call__(self, q: np.ndarray) -> np.ndarray:
+        record_rows(self.n_rows, self.data.n_data)
+        if self.n_rows == self.data.n_data:
+            return self.data._loglik_full_fn(q)
+        return self.data.loglik(q, np.arange(self.n_rows, dtype=np.int64))
+
+
 def _first_evaluation(
     data: TallData,
+    reference: _LeadingRows,
     q0: np.ndarray,
     q1: np.ndarray,
     rows: np.ndarray,
     other_lengths: dict[str, int],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-datum log-likelihood of ``rows`` at ``q0`` (cheap, first) and of all rows at
-    ``q1`` (one full-data pass, recorded).
+    """Per-datum log-likelihood of ``rows`` at ``q0`` (cheap, first) and of the reference
+    rows at ``q1`` (recorded).
 
     Raises
     ------
@@ -335,9 +361,7 @@ def _first_evaluation(
     """
     try:
         batch = data.loglik(q0, rows)
-        full = data._loglik_full_fn(q1)  # one call over all rows: the reference
-        record_rows(data.n_data, data.n_data)
-        return batch, full
+        return batch, reference(q1)
     except (ValueError, IndexError) as err:
         if not other_lengths:
             raise

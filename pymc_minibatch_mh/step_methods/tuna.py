@@ -22,7 +22,6 @@ from pymc_minibatch_mh.bounds.taylor_remainder import (
     taylor_remainder_bound,
 )
 from pymc_minibatch_mh.bounds.trust_region import RADIUS_MARGIN, default_radius
-from pymc_minibatch_mh.kernels.alias import AliasTable
 from pymc_minibatch_mh.kernels.proposals import ProposalMixture
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.kernels.tuna import (
@@ -32,6 +31,7 @@ from pymc_minibatch_mh.kernels.tuna import (
     TunaSettings,
     tuna_kernel,
 )
+from pymc_minibatch_mh.kernels.weighted_index import CumulativeTable
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors
 from pymc_minibatch_mh.likelihood.linear_predictor import (
     UnsupportedLikelihood,
@@ -64,7 +64,7 @@ _CHI_WHEN_IRRELEVANT = 1.0
 @dataclass_state
 class TunaStepState(MinibatchStepState):
     bound: LipschitzBound
-    alias: AliasTable | None
+    index_table: CumulativeTable | None
     chi_adaptation: ChiAdaptation | None
     previous_chi_adaptation: ChiAdaptation | None
 
@@ -74,7 +74,7 @@ class TunaMH(MinibatchStep):
 
     Each step proposes a Gaussian random-walk move ``q'`` in the unconstrained
     space, draws ``B ~ Poisson(chi C^2 M^2 + C M)`` data indices with probability
-    ``c_i / C`` (alias table, O(1) per draw), keeps each with a probability that
+    ``c_i / C`` (binary search in their cumulative sums), keeps each with a probability that
     favours data whose energy rises, and accepts with an MH ratio built from the kept
     data (artanh terms), the exact prior ratio and the proposal ratio. The chain is
     reversible with respect to the exact posterior. Here ``c_i`` and ``M`` satisfy
@@ -155,7 +155,7 @@ class TunaMH(MinibatchStep):
         give larger constants (more data per step) and a region further from the bulk.
     precondition : bool, default True
         For automatic bounds: while tuning, whiten the metric with the tuned proposal
-        covariance (rebuilding ``c`` and the alias table when it changes). Both are
+        covariance (rebuilding ``c`` and its cumulative table when it changes). Both are
         fixed when tuning ends, so the chain is exact. Keeps ``C M`` small when
         covariates have very different scales.
     temperature : float, default 1
@@ -309,9 +309,9 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         # A derived bound is spot-checked; a user bound is checked on every row.
         self._probe_bound(bound, q0, all_rows=user_bound)
         self._untuned_bound = bound
-        self._untuned_alias = _alias_for(bound)
+        self._untuned_table = _index_table_for(bound)
         self.bound = self._untuned_bound
-        self.alias = self._untuned_alias
+        self.index_table = self._untuned_table
         self.chi_adaptation = None if self._fixed_chi is not None else ChiAdaptation()
         # The window dropped when the proposal last changed (kept for stop_tuning).
         self.previous_chi_adaptation = None
@@ -488,14 +488,14 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
 
     def _set_bound(self, bound: LipschitzBound) -> None:
         self.bound = bound
-        self.alias = _alias_for(bound)
+        self.index_table = _index_table_for(bound)
 
     # ---------------------------------------------------------------- PyMC hooks
     def reset_tuning(self) -> None:
         """Restore scale, covariance, bound and the automatic ``chi`` to their untuned state."""
         super().reset_tuning()
         self.bound = self._untuned_bound
-        self.alias = self._untuned_alias
+        self.index_table = self._untuned_table
         self.chi_adaptation = None if self._fixed_chi is not None else ChiAdaptation()
         self.previous_chi_adaptation = None
         self._last_cm2 = math.nan
@@ -609,7 +609,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
             self.target,
             self.bound,
             settings,
-            self.alias,
+            self.index_table,
         )
 
 
@@ -620,8 +620,8 @@ def _proposal_chol(proposal) -> np.ndarray | None:
     return getattr(proposal, "chol", None)
 
 
-def _alias_for(bound: LipschitzBound) -> AliasTable | None:
-    return AliasTable.from_weights(bound.c) if bound.C > 0 else None
+def _index_table_for(bound: LipschitzBound) -> CumulativeTable | None:
+    return CumulativeTable.from_weights(bound.c) if bound.C > 0 else None
 
 
 def _check_start_in_box(bound: LipschitzBound, q0: np.ndarray, names: list[str]) -> None:

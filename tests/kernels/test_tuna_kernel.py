@@ -10,7 +10,6 @@ from scipy.special import log_expit
 
 from pymc_minibatch_mh.bounds.lipschitz import EuclideanMetric, LipschitzBound
 from pymc_minibatch_mh.kernels import tuna
-from pymc_minibatch_mh.kernels.alias import AliasTable
 from pymc_minibatch_mh.kernels.target import ArrayTarget, ChainState
 from pymc_minibatch_mh.kernels.tuna import (
     BoundViolation,
@@ -19,6 +18,7 @@ from pymc_minibatch_mh.kernels.tuna import (
     poisson_log_ratio,
     tuna_kernel,
 )
+from pymc_minibatch_mh.kernels.weighted_index import CumulativeTable
 
 
 # ------------------------------------------------------------------ a small logistic target
@@ -37,7 +37,7 @@ def _logistic(n=60, seed=7):
 
     target = ArrayTarget(n, loglik, logprior)
     bound = LipschitzBound.euclidean(np.abs(x))  # |d/d eta log sigmoid| <= 1
-    return target, bound, AliasTable.from_weights(bound.c)
+    return target, bound, CumulativeTable.from_weights(bound.c)
 
 
 def _flip_keep_sign(monkeypatch):
@@ -60,14 +60,14 @@ def _batch_means_z(indicators: np.ndarray, expected: np.ndarray, n_batches: int 
 
 # ------------------------------------------------------------------ unit checks
 def test_expected_batch_size_is_chi_c2m2_plus_cm(rng):
-    target, bound, alias = _logistic()
+    target, bound, table = _logistic()
     q, q_new = np.array([0.3]), np.array([0.45])
     for chi, temperature in [(0.05, 1.0), (2.0, 1.0), (0.05, 4.0)]:
         settings = TunaSettings(chi=chi, temperature=temperature)
         cm = bound.C / temperature * 0.15
         rate = chi * cm**2 + cm
         draws = [
-            poisson_log_ratio(rng, q, q_new, target, bound, settings, alias, 0.15)[1]
+            poisson_log_ratio(rng, q, q_new, target, bound, settings, table, 0.15)[1]
             for _ in range(20_000)
         ]
         assert abs(np.mean(draws) - rate) < 4 * math.sqrt(rate / len(draws))
@@ -75,14 +75,14 @@ def test_expected_batch_size_is_chi_c2m2_plus_cm(rng):
 
 def test_kept_count_has_the_thinned_poisson_mean(rng):
     """E|I| = sum_i lambda_i^+ = chi C^2 M^2 + (C M + sum_i d_i) / 2: fixes the sign."""
-    target, bound, alias = _logistic()
+    target, bound, table = _logistic()
     q, q_new = np.array([0.2]), np.array([0.5])
     m = 0.3
     settings = TunaSettings(chi=0.01)
     d_all = -target.loglik_full(q_new) + target.loglik_full(q)
     expected = settings.chi * (bound.C * m) ** 2 + 0.5 * (bound.C * m + d_all.sum())
     kept = [
-        poisson_log_ratio(rng, q, q_new, target, bound, settings, alias, m)[2]
+        poisson_log_ratio(rng, q, q_new, target, bound, settings, table, m)[2]
         for _ in range(20_000)
     ]
     assert abs(np.mean(kept) - expected) < 4 * math.sqrt(expected / len(kept))
@@ -90,13 +90,13 @@ def test_kept_count_has_the_thinned_poisson_mean(rng):
 
 def test_ratio_estimate_is_unbiased(rng):
     """E[exp(log r_data)] = exp(-sum_i d_i), the exact likelihood ratio (Poisson view)."""
-    target, bound, alias = _logistic()
+    target, bound, table = _logistic()
     q, q_new = np.array([0.2]), np.array([0.3])
     settings = TunaSettings(chi=0.5)
     exact = math.exp(float(np.sum(target.loglik_full(q_new) - target.loglik_full(q))))
     r = np.array(
         [
-            math.exp(poisson_log_ratio(rng, q, q_new, target, bound, settings, alias, 0.1)[0])
+            math.exp(poisson_log_ratio(rng, q, q_new, target, bound, settings, table, 0.1)[0])
             for _ in range(40_000)
         ]
     )
@@ -121,7 +121,7 @@ def test_keep_probability_and_artanh_argument_ranges(rng):
 
 
 def test_full_data_fallback_when_expected_batch_exceeds_n(rng):
-    target, bound, alias = _logistic(n=60)
+    target, bound, table = _logistic(n=60)
     q, q_new = np.array([0.1]), np.array([0.9])
     settings = TunaSettings(chi=10.0)  # E[B] = 10 (C M)^2 + C M >> 60
     state = ChainState(q, target.logprior(q))
@@ -129,7 +129,7 @@ def test_full_data_fallback_when_expected_batch_exceeds_n(rng):
     log_r += target.logprior(q_new) - target.logprior(q)
     decisions = []
     for _ in range(4000):
-        _, info = tuna_kernel(rng, state, q_new, 0.0, target, bound, settings, alias)
+        _, info = tuna_kernel(rng, state, q_new, 0.0, target, bound, settings, table)
         assert (info.batch_size, info.n_lik_evals, info.poisson_draws, info.n_kept) == (
             60,
             120,
@@ -143,11 +143,11 @@ def test_full_data_fallback_when_expected_batch_exceeds_n(rng):
 
 
 def test_prior_rejection_reads_no_data(rng):
-    target, bound, alias = _logistic()
+    target, bound, table = _logistic()
     walled = ArrayTarget(target.n_data, target.loglik, lambda q: 0.0 if q[0] < 1 else -np.inf)
     state = ChainState(np.array([0.5]), 0.0)
     new, info = tuna_kernel(
-        rng, state, np.array([1.5]), 0.0, walled, bound, TunaSettings(0.1), alias
+        rng, state, np.array([1.5]), 0.0, walled, bound, TunaSettings(0.1), table
     )
     assert new is state and not info.accepted
     assert (info.batch_size, info.n_lik_evals, info.poisson_draws) == (0, 0, 0)
@@ -166,31 +166,31 @@ def _counting(target):
 
 def test_box_rejects_proposals_outside_it_without_reading_data(rng):
     """The prior (N(0, 1)) is positive everywhere; the bound's box [-0.5, 0.5] is not."""
-    target, bound, alias = _logistic()
+    target, bound, table = _logistic()
     counted, reads = _counting(target)
     boxed = LipschitzBound(bound.c, EuclideanMetric(), "boxed", box=([-0.5], [0.5]))
     state = ChainState(np.array([0.2]), target.logprior(np.array([0.2])))
     for outside in (0.7, -0.50001, np.nan):
         new, info = tuna_kernel(
-            rng, state, np.array([outside]), 0.0, counted, boxed, TunaSettings(10.0), alias
+            rng, state, np.array([outside]), 0.0, counted, boxed, TunaSettings(10.0), table
         )
         assert new is state and not info.accepted and info.accept == 0.0
         assert (info.batch_size, info.n_lik_evals, info.poisson_draws, info.n_kept) == (0,) * 4
     assert reads == []
     # Without the box the same move is a minibatch (here full-data) test that reads data.
-    tuna_kernel(rng, state, np.array([0.7]), 0.0, counted, bound, TunaSettings(10.0), alias)
+    tuna_kernel(rng, state, np.array([0.7]), 0.0, counted, bound, TunaSettings(10.0), table)
     assert sum(reads) > 0
 
 
 def test_a_chain_never_leaves_the_box(rng):
-    target, bound, alias = _logistic()
+    target, bound, table = _logistic()
     lo, hi = -0.3, 0.5
     boxed = LipschitzBound(bound.c, EuclideanMetric(), "boxed", box=([lo], [hi]))
     state = ChainState(np.array([0.0]), target.logprior(np.array([0.0])))
     positions, rejected_outside = [], 0
     for _ in range(3000):
         prop = state.position + 0.4 * rng.standard_normal(1)
-        new, info = tuna_kernel(rng, state, prop, 0.0, target, boxed, TunaSettings(0.1), alias)
+        new, info = tuna_kernel(rng, state, prop, 0.0, target, boxed, TunaSettings(0.1), table)
         if not lo <= prop[0] <= hi:
             rejected_outside += 1
             assert new is state and info.batch_size == 0
@@ -205,25 +205,25 @@ def test_a_chain_never_leaves_the_box(rng):
 def test_a_chain_outside_the_box_moves_in_without_reading_data(rng):
     """Outside the box counts as zero density (like outside the prior support): the first
     proposal inside is accepted without data, proposals outside are rejected."""
-    target, bound, alias = _logistic()
+    target, bound, table = _logistic()
     counted, reads = _counting(target)
     boxed = LipschitzBound(bound.c, EuclideanMetric(), "boxed", box=([-0.5], [0.5]))
     state = ChainState(np.array([0.8]), target.logprior(np.array([0.8])))
     settings = TunaSettings(0.1)
-    new, info = tuna_kernel(rng, state, np.array([0.9]), 0.0, counted, boxed, settings, alias)
+    new, info = tuna_kernel(rng, state, np.array([0.9]), 0.0, counted, boxed, settings, table)
     assert new is state and not info.accepted and info.batch_size == 0
-    new, info = tuna_kernel(rng, state, np.array([0.4]), 0.0, counted, boxed, settings, alias)
+    new, info = tuna_kernel(rng, state, np.array([0.4]), 0.0, counted, boxed, settings, table)
     assert info.accepted and info.batch_size == 0 and new.position[0] == 0.4
     assert new.logprior == target.logprior(np.array([0.4]))
     assert reads == []
 
 
 def test_stats_are_consistent(rng):
-    target, bound, alias = _logistic()
+    target, bound, table = _logistic()
     state = ChainState(np.array([0.4]), target.logprior(np.array([0.4])))
     for _ in range(500):
         prop = state.position + 0.2 * rng.standard_normal(1)
-        state, info = tuna_kernel(rng, state, prop, 0.0, target, bound, TunaSettings(0.1), alias)
+        state, info = tuna_kernel(rng, state, prop, 0.0, target, bound, TunaSettings(0.1), table)
         if info.poisson_draws == 0 and info.batch_size == target.n_data:
             continue  # a full-data fallback step (big proposal)
         assert info.batch_size == info.poisson_draws
@@ -239,20 +239,20 @@ def test_exactly_known_offset_enters_the_ratio(rng):
 
     target = WithOffset(5, lambda q, idx: np.zeros(len(idx)), lambda q: 0.0)
     bound = LipschitzBound.euclidean(np.full(5, 1e-3))
-    alias = AliasTable.from_weights(bound.c)
+    table = CumulativeTable.from_weights(bound.c)
     state = ChainState(np.array([0.0]), 0.0)
-    _, info = tuna_kernel(rng, state, np.array([-0.5]), 0.0, target, bound, TunaSettings(1), alias)
+    _, info = tuna_kernel(rng, state, np.array([-0.5]), 0.0, target, bound, TunaSettings(1), table)
     assert info.accept == pytest.approx(math.exp(-0.5))
 
 
 def test_temperature_divides_the_energies(rng):
     """At temperature 2 the rate uses C/2 and the ratio estimates exp(-sum d / 2)."""
-    target, bound, alias = _logistic()
+    target, bound, table = _logistic()
     q, q_new = np.array([0.2]), np.array([0.35])
     settings = TunaSettings(chi=0.5, temperature=2.0)
     exact = math.exp(0.5 * float(np.sum(target.loglik_full(q_new) - target.loglik_full(q))))
     out = [
-        poisson_log_ratio(rng, q, q_new, target, bound, settings, alias, 0.15)
+        poisson_log_ratio(rng, q, q_new, target, bound, settings, table, 0.15)
         for _ in range(40_000)
     ]
     r = np.exp([o[0] for o in out])
@@ -264,12 +264,12 @@ def test_temperature_divides_the_energies(rng):
 def test_violated_bound_raises_and_names_the_datum(rng):
     target, bound, _ = _logistic()
     too_small = LipschitzBound.euclidean(0.1 * bound.c, description="a test bound")
-    alias = AliasTable.from_weights(too_small.c)
+    table = CumulativeTable.from_weights(too_small.c)
     state = ChainState(np.array([0.0]), 0.0)
     with pytest.raises(BoundViolation, match=r"datum \d+.*c_i \* M.*a test bound.*`c=`"):
         for _ in range(100):
             prop = np.array([3.0])
-            tuna_kernel(rng, state, prop, 0.0, target, too_small, TunaSettings(1e-3), alias)
+            tuna_kernel(rng, state, prop, 0.0, target, too_small, TunaSettings(1e-3), table)
 
 
 def test_nan_loglik_is_a_violation(rng):
@@ -285,7 +285,7 @@ def test_nan_loglik_is_a_violation(rng):
             target,
             bound,
             TunaSettings(1e-3),
-            AliasTable.from_weights(bound.c),
+            CumulativeTable.from_weights(bound.c),
         )
 
 
@@ -322,13 +322,13 @@ def _run_six_states(rng, n_iter):
     exact = np.exp(energies - energies.max())
     exact /= exact.sum()
     bound = LipschitzBound.euclidean(a * omega)
-    alias = AliasTable.from_weights(bound.c)
+    table = CumulativeTable.from_weights(bound.c)
     settings = TunaSettings(chi=0.01)
     state = ChainState(np.array([0.0]), 0.0)
     visits = np.empty(n_iter, dtype=int)
     for k in range(n_iter):
         prop = state.position + (1.0 if rng.random() < 0.5 else -1.0)
-        state, _ = tuna_kernel(rng, state, prop, 0.0, target, bound, settings, alias)
+        state, _ = tuna_kernel(rng, state, prop, 0.0, target, bound, settings, table)
         visits[k] = int(state.position[0])
     return np.eye(6)[visits], exact
 
@@ -352,7 +352,7 @@ def test_six_state_negative_control_flipped_sign_fails(monkeypatch):
 
 
 def _run_logistic_1d(rng, n_iter):
-    target, bound, alias = _logistic()
+    target, bound, table = _logistic()
     grid = np.linspace(-4, 6, 20_001)
     log_post = np.array([target.loglik_full(np.array([g])).sum() for g in grid]) - 0.5 * grid**2
     w = np.exp(log_post - log_post.max())
@@ -365,7 +365,7 @@ def _run_logistic_1d(rng, n_iter):
     draws = np.empty(n_iter)
     for k in range(n_iter):
         prop = state.position + 0.3 * rng.standard_normal(1)
-        state, _ = tuna_kernel(rng, state, prop, 0.0, target, bound, settings, alias)
+        state, _ = tuna_kernel(rng, state, prop, 0.0, target, bound, settings, table)
         draws[k] = state.position[0]
     return (draws[:, None] <= cuts[None, :]).astype(float), levels
 
@@ -387,10 +387,11 @@ def test_continuous_negative_control_flipped_sign_fails(monkeypatch):
     assert np.max(np.abs(z)) > Z_MAX, z
 
 
-def test_tuna_kernel_bound_and_alias_modules_do_not_import_pymc():
+def test_tuna_kernel_bound_and_index_table_modules_do_not_import_pymc():
     code = (
         "import sys\n"
-        "import pymc_minibatch_mh.kernels.tuna, pymc_minibatch_mh.kernels.alias\n"
+        "import pymc_minibatch_mh.kernels.tuna, pymc_minibatch_mh.kernels.weighted_index\n"
+        "import pymc_minibatch_mh.row_design\n"
         "import pymc_minibatch_mh.bounds.lipschitz\n"
         "print(','.join(m for m in ('pymc', 'pytensor') if m in sys.modules))\n"
     )

@@ -68,7 +68,7 @@ def test_the_bound_is_found_by_inspecting_the_model(logistic_model, logistic_dat
     design = np.column_stack([np.ones(N), x])  # q = (alpha, beta): intercept column first
     np.testing.assert_allclose(step.bound.c, np.linalg.norm(design, axis=1))
     assert isinstance(step.bound.metric, EuclideanMetric)
-    assert step.alias.size == N
+    assert step.index_table.size == N
 
 
 def test_automatic_chi_is_tuned_then_fixed(logistic_model):
@@ -154,7 +154,7 @@ def test_preconditioned_bound_follows_the_tuned_proposal(logistic_model, logisti
     x, _ = logistic_data
     design = np.column_stack([np.ones(N), x])
     np.testing.assert_allclose(step.bound.c, np.linalg.norm(design @ step.proposal.chol, axis=1))
-    np.testing.assert_allclose(step.alias.masses(), step.bound.c / step.bound.C, atol=1e-12)
+    np.testing.assert_allclose(step.index_table.masses(), step.bound.c / step.bound.C, atol=1e-12)
     step.reset_tuning()
     assert isinstance(step.bound.metric, EuclideanMetric)
 

@@ -1,10 +1,10 @@
-"""Walker alias table: exact masses, valid cells, sampling frequencies."""
+"""Cumulative weight table: exact masses, zero weights never drawn, sampling frequencies."""
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from pymc_minibatch_mh.kernels.alias import AliasTable
+from pymc_minibatch_mh.kernels.weighted_index import CumulativeTable
 
 
 def _weights():
@@ -14,7 +14,6 @@ def _weights():
         "uniform": rng.random(10),
         "exponential": rng.exponential(size=1000),
         "pareto": rng.pareto(1.1, size=20_000),
-        # One light item and many barely heavy ones: a chain of heavy-to-light hand-overs.
         "chain": np.r_[0.5, np.full(n, 1 + 0.5 / n)],
         "one_giant": np.r_[1e6, np.ones(100)],
         "one_tiny": np.r_[1.0, np.full(9_999, 1e-9)],
@@ -27,30 +26,45 @@ def _weights():
 @pytest.mark.parametrize("name", list(_weights()))
 def test_table_reproduces_the_weights_exactly(name):
     w = _weights()[name]
-    table = AliasTable.from_weights(w)
+    table = CumulativeTable.from_weights(w)
     assert table.size == w.size
-    assert np.all((table.prob >= 0) & (table.prob <= 1))
-    assert np.all((table.alias >= 0) & (table.alias < w.size))
+    assert np.all(np.diff(table.cumulative) >= 0)
     np.testing.assert_allclose(table.masses(), w / w.sum(), rtol=1e-9, atol=1e-15)
 
 
 def test_zero_weights_are_never_drawn(rng):
     w = np.r_[np.zeros(5), 2.0, 0.0, 1.0]
-    draws = AliasTable.from_weights(w).sample(rng, 100_000)
+    draws = CumulativeTable.from_weights(w).sample(rng, 100_000)
     assert set(np.unique(draws)) == {5, 7}
 
 
-def test_sampling_frequencies_match(rng):
-    w = rng.exponential(size=50)
-    draws = AliasTable.from_weights(w).sample(rng, 400_000)
+def test_zero_weights_at_the_end_are_never_drawn_even_for_u_near_one():
+    """A uniform rounding up to the total must not select trailing zero-weight items."""
+
+    class TopUniform:  # random() at its largest value
+        def random(self, size):
+            return np.full(size, np.nextafter(1.0, 0.0))
+
+    table = CumulativeTable.from_weights(np.r_[0.3, 0.1 + 0.2, 0.0, 0.0])
+    assert np.all(table.sample(TopUniform(), 5) == 1)
+
+
+@pytest.mark.parametrize("name", ["exponential_50", "pareto_200"])
+def test_sampling_frequencies_match(rng, name):
+    w = rng.exponential(size=50) if name == "exponential_50" else rng.pareto(1.1, size=200)
+    draws = CumulativeTable.from_weights(w).sample(rng, 400_000)
     observed = np.bincount(draws, minlength=w.size)
     expected = draws.size * w / w.sum()
-    p_value = stats.chisquare(observed, expected).pvalue
-    assert p_value > 1e-4
+    assert stats.chisquare(observed, expected).pvalue > 1e-4
+    # Negative control: the same draws against weights with two entries swapped.
+    swapped = w.copy()
+    top, bottom = np.argmax(w), np.argmin(w)
+    swapped[[top, bottom]] = swapped[[bottom, top]]
+    assert stats.chisquare(observed, draws.size * swapped / swapped.sum()).pvalue < 1e-8
 
 
 def test_sampling_is_reproducible_and_vectorised():
-    table = AliasTable.from_weights(np.arange(1.0, 11.0))
+    table = CumulativeTable.from_weights(np.arange(1.0, 11.0))
     a = table.sample(np.random.default_rng(3), 1000)
     b = table.sample(np.random.default_rng(3), 1000)
     np.testing.assert_array_equal(a, b)
@@ -64,4 +78,4 @@ def test_sampling_is_reproducible_and_vectorised():
 )
 def test_bad_weights_are_refused(weights):
     with pytest.raises(ValueError, match="weights"):
-        AliasTable.from_weights(weights)
+        CumulativeTable.from_weights(weights)

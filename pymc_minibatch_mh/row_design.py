@@ -1,0 +1,218 @@
+"""A design matrix kept as its factors, so that its N rows are never stored as float64.
+
+The recogniser finds linear predictors ``eta = design @ q + offset`` whose design is
+``features @ coefficient map`` (``X @ beta``) plus columns that are the same on every row
+(an intercept) and, rarely, other per-row columns. Storing that design densely costs
+``8 N D`` bytes (0.9 GB at N = 10^7, D = 11) and a float64 copy of features that may live
+in a float32 file on disk. :class:`RowDesign` keeps the features as they are (a
+``np.memmap`` included) and forms float64 rows only for the rows asked for: a gather of
+a minibatch, or one chunk of a full-data pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from pymc_minibatch_mh.file_arrays import portable, restored
+
+#: Rows per block of the recogniser's evaluations (one (block,) float64 vector each).
+CHUNK_ROWS = 65_536
+#: Design entries per block of a full-data pass (4 MB of float64): the rows per block
+#: shrink as D grows, so a pass's temporaries do not grow with D.
+CHUNK_ENTRIES = 2**19
+
+
+def rows_per_chunk(width: int) -> int:
+    """Rows per block of a full-data pass over a design with ``width`` columns."""
+    return max(1024, CHUNK_ENTRIES // max(1, int(width)))
+
+
+@dataclass(frozen=True, eq=False)
+class FeatureBlock:
+    """``weight[:, None] * (features @ coef_map)``: one product ``X @ W(q)`` of the design.
+
+    Attributes
+    ----------
+    features : ndarray, shape (N, P)
+        The data matrix as the model holds it (any real dtype; may be a ``np.memmap``).
+    coef_map : ndarray, shape (P, D)
+        How the P coefficients depend on ``q``.
+    weight : float or ndarray of shape (N,)
+        The derivative of the linear predictor by the product, per row (1 for
+        ``X @ beta + a``).
+    """
+
+    features: np.ndarray
+    coef_map: np.ndarray
+    weight: float | np.ndarray = 1.0
+
+    def __getstate__(self):
+        # Features read from a file go to chains' worker processes as the file.
+        return {**self.__dict__, "features": portable(self.features)}
+
+    def __setstate__(self, state):
+        for name, value in state.items():
+            object.__setattr__(self, name, restored(value))
+
+
+class RowDesign:
+    """An ``(N, D)`` float64 design matrix formed row block by row block.
+
+    ``design[rows] = sum_j weight_j[rows, None] * (features_j[rows] @ coef_map_j)
+    + dense[rows] + constant_row``. Indexing with a slice or an integer array returns
+    those rows as a dense float64 array; ``design @ w`` is computed in chunks of rows;
+    ``np.asarray(design)`` forms the whole matrix (avoid it for data on disk).
+
+    Parameters
+    ----------
+    n_rows, n_cols : int
+        N and D.
+    blocks : sequence of FeatureBlock
+        The products of data matrices and coefficient maps.
+    constant_row : ndarray, shape (D,)
+        Columns that are the same on every row (an intercept's column of ones).
+    dense : ndarray, shape (N, D), optional
+        Other per-row columns (zero elsewhere); None if there are none.
+    """
+
+    ndim = 2
+    dtype = np.dtype(np.float64)
+
+    def __init__(
+        self,
+        n_rows: int,
+        n_cols: int,
+        blocks=(),
+        constant_row: np.ndarray | None = None,
+        dense: np.ndarray | None = None,
+    ):
+        self.n_rows, self.n_cols = int(n_rows), int(n_cols)
+        self.blocks = tuple(blocks)
+        row = np.zeros(n_cols) if constant_row is None else np.asarray(constant_row, np.float64)
+        if row.shape != (n_cols,):
+            raise ValueError(f"constant_row must have shape ({n_cols},); got {row.shape}.")
+        self.constant_row = _read_only(row)
+        if dense is not None:
+            dense = np.asarray(dense, dtype=np.float64)
+            if dense.shape != (n_rows, n_cols):
+                raise ValueError(f"dense must have shape ({n_rows}, {n_cols}); got {dense.shape}.")
+            dense = _read_only(dense)
+        self.dense = dense
+        for block in self.blocks:
+            if block.features.ndim != 2 or block.features.shape[0] != n_rows:
+                raise ValueError(
+                    f"Features of shape {block.features.shape} do not have N = {n_rows} rows."
+                )
+            if block.coef_map.shape != (block.features.shape[1], n_cols):
+                raise ValueError(
+                    f"A coefficient map has shape {block.coef_map.shape}; expected "
+                    f"({block.features.shape[1]}, {n_cols})."
+                )
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n_rows, self.n_cols)
+
+    @property
+    def size(self) -> int:
+        return self.n_rows * self.n_cols
+
+    def __len__(self) -> int:
+        return self.n_rows
+
+    def __repr__(self) -> str:
+        kinds = [f"{b.features.dtype}{list(b.features.shape)}" for b in self.blocks]
+        return f"RowDesign(shape={self.shape}, features={kinds}, dense={self.dense is not None})"
+
+    def __getitem__(self, rows) -> np.ndarray:
+        """Dense float64 rows: ``rows`` is a slice, an integer array or an integer."""
+        if isinstance(rows, tuple):
+            if len(rows) == 2:
+                return self[rows[0]][:, rows[1]]
+            raise IndexError("A RowDesign is indexed by rows (and optionally columns).")
+        scalar = np.ndim(rows) == 0 and not isinstance(rows, slice)
+        if scalar:
+            rows = np.array([rows])
+        if not isinstance(rows, slice):
+            rows = np.asarray(rows)
+            if rows.dtype == bool:
+                rows = np.flatnonzero(rows)
+        n = len(range(self.n_rows)[rows]) if isinstance(rows, slice) else rows.size
+        out = np.broadcast_to(self.constant_row, (n, self.n_cols)).copy()
+        for block in self.blocks:
+            out += _weighted(
+                np.asarray(block.features[rows], dtype=np.float64) @ block.coef_map,
+                block.weight,
+                rows,
+            )
+        if self.dense is not None:
+            out += self.dense[rows]
+        return out[0] if scalar else out
+
+    def chunks(self, chunk_rows: int | None = None) -> Iterator[tuple[slice, np.ndarray]]:
+        """``(rows, design[rows])`` over consecutive row blocks covering all N rows
+        (:func:`rows_per_chunk` rows each by default)."""
+        chunk_rows = rows_per_chunk(self.n_cols) if chunk_rows is None else chunk_rows
+        for start in range(0, self.n_rows, chunk_rows):
+            rows = slice(start, min(start + chunk_rows, self.n_rows))
+            yield rows, self[rows]
+
+    def dot(self, w: np.ndarray, rows=None) -> np.ndarray:
+        """``design[rows] @ w`` (all rows if None) without forming the rows' design.
+
+        ``w`` has shape (D,) or (D, K).
+        """
+        w = np.asarray(w, dtype=np.float64)
+        if rows is None:
+            out = np.empty((self.n_rows, *w.shape[1:]))
+            step = rows_per_chunk(self.n_cols)
+            for start in range(0, self.n_rows, step):
+                block = slice(start, min(start + step, self.n_rows))
+                out[block] = self.dot(w, block)
+            return out
+        out = None
+        for block in self.blocks:
+            features = np.asarray(block.features[rows], dtype=np.float64)
+            part = _weighted(features @ (block.coef_map @ w), block.weight, rows)
+            out = part if out is None else out + part
+        const = self.constant_row @ w
+        if out is None:
+            n = len(range(self.n_rows)[rows]) if isinstance(rows, slice) else np.size(rows)
+            out = np.broadcast_to(const, (n, *w.shape[1:])).copy()
+        else:
+            out += const
+        if self.dense is not None:
+            out += self.dense[rows] @ w
+        return out
+
+    def __matmul__(self, w) -> np.ndarray:
+        return self.dot(w)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        whole = self[slice(None)]
+        return whole if dtype is None else whole.astype(dtype, copy=False)
+
+
+def design_rows(design) -> np.ndarray | RowDesign:
+    """A design as the bounds read it: a :class:`RowDesign` unchanged (rows on demand),
+    anything else as a float64 array."""
+    if isinstance(design, RowDesign):
+        return design
+    return np.asarray(design, dtype=np.float64)
+
+
+def _weighted(product: np.ndarray, weight, rows) -> np.ndarray:
+    """``weight[rows] * product`` row by row (a scalar weight multiplies every row)."""
+    if np.ndim(weight) == 0:
+        return product if float(weight) == 1.0 else float(weight) * product
+    row_weight = np.asarray(weight[rows], dtype=np.float64)
+    return row_weight.reshape(-1, *([1] * (product.ndim - 1))) * product
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.setflags(write=False)
+    return view
