@@ -120,6 +120,20 @@ def worker(method: str, directory: Path, n: int, draws: int, tune: int, chains: 
     with model:
         step = getattr(pmh, method)()
     constructed = time.perf_counter()
+    # Time every step call, split by phase: tuning includes the bound's rebuilds
+    # (O(N) each); the cost per draw is the draw phase's.
+    phases = {True: [0.0, 0], False: [0.0, 0]}
+    step_once = step.step
+
+    def timed_step(point):
+        start = time.perf_counter()
+        out = step_once(point)
+        phase = phases[bool(step.tune)]
+        phase[0] += time.perf_counter() - start
+        phase[1] += 1
+        return out
+
+    step.step = timed_step
     with model:
         idata = pm.sample(
             step=step,
@@ -147,7 +161,8 @@ def worker(method: str, directory: Path, n: int, draws: int, tune: int, chains: 
         "model_s": built - imported,
         "setup_s": constructed - built,
         "sampling_s": sampled - constructed,
-        "per_draw_ms": 1e3 * (sampled - constructed) / (chains * (draws + tune)),
+        "per_draw_ms": 1e3 * phases[False][0] / max(phases[False][1], 1),
+        "tuning_s": phases[True][0],
         "n_data_passes": float(step.n_data_passes),
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "mean": draws_q.mean(axis=0).tolist(),
@@ -243,6 +258,7 @@ COLUMNS = (
     "wall_s",
     "setup_s",
     "setup_x_raw_read",
+    "tuning_s",
     "per_draw_ms",
     "per_draw_x_first",
     "peak_rss_gb",
@@ -264,8 +280,10 @@ def markdown_report(result: dict) -> str:
         f"{settings['chains']} chains one after the other, {settings['tune']} tune + "
         f"{settings['draws']} draws. `peak_rss_gb`: the process's `ru_maxrss` (the file's "
         "pages count once read). `setup_x_raw_read`: step construction over one raw read "
-        "of the files. `per_draw_x_first`: cost per draw over the same step at the first N. "
-        "Errors against a Laplace fit (streamed Newton), in its sds.",
+        "of the files (page cache warm: the files were just written or read). "
+        "`per_draw_ms`: the step's time per draw after tuning (tuning, with its O(N) "
+        "rebuilds of the bound, is `tuning_s`); `per_draw_x_first`: that over the same "
+        "step at the first N. Errors against a Laplace fit (streamed Newton), in its sds.",
         "",
         f"Stack: {stack}.",
         "",

@@ -173,7 +173,9 @@ class LipschitzBound:
         return self
 
     def __post_init__(self) -> None:
-        c = np.array(self.c, dtype=np.float64)
+        c = np.asarray(self.c, dtype=np.float64)
+        if c.flags.writeable:  # an array someone can still write: keep a private copy
+            c = c.copy()
         if c.ndim != 1 or c.size == 0:
             raise ValueError(
                 f"c must be a 1-D array with one constant per data point; got shape {c.shape}."

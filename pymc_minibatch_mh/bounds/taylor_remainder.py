@@ -367,7 +367,14 @@ def taylor_remainder_bound(
                 l3 = np.exp(eta + region.radius * norms)
         else:
             l3 = third_derivative_bound(lp)
-        c = 0.5 * l3 * norms**3
+        # c = 0.5 * l3 * norms**3, with no further N-long temporaries (same values: the
+        # product is formed in the same order up to commutativity).
+        half_l3 = 0.5 * l3
+        del l3
+        c = np.power(norms, 3, out=norms)
+        c *= half_l3
+        del half_l3
+        c.setflags(write=False)  # handed to LipschitzBound without a copy
     if not np.all(np.isfinite(c)):
         raise UnsupportedBound(
             f"The remainder constants of the {lp.family} likelihood overflow on the trust "

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pymc_minibatch_mh.kernels.target import TallTarget
+from pymc_minibatch_mh.kernels.target import TallTarget, per_row_in_blocks
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,9 @@ class ControlVariateTarget:
         return self.base.loglik(q, idx)
 
     def loglik_diff(self, q_new: np.ndarray, q_old: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        return self.residual_diff(self._x(q_new), self._x(q_old), self.proxy.reference, idx)
+        return per_row_in_blocks(
+            self.residual_diff, self._x(q_new), self._x(q_old), self.proxy.reference, idx=idx
+        )
 
     def diff_offset(self, q_new: np.ndarray, q_old: np.ndarray) -> float:
         return self.proxy.diff(self._x(q_new), self._x(q_old))

@@ -128,13 +128,23 @@ class _Context:
             if whole_fn is not None:
                 record_rows(reads, n_data)
                 return _broadcast(whole_fn(q, *extra)[0], (n_data, *trailing), what)
+            if not reads and all(_same_on_every_row(e) for e in extra):
+                # No per-datum data and the same inputs on every row: every row has the
+                # value of the first one (the residual of X @ beta + a: its intercept).
+                try:
+                    (value,) = block_fn(q, np.zeros(1, dtype=np.int64), *(e[:1] for e in extra))
+                except (ValueError, AssertionError):  # a length fixed to N: rows differ
+                    value = None
+                if value is not None and (np.ndim(value) == 0 or np.shape(value)[0] == 1):
+                    row = _broadcast(value, (1, *trailing), what)[0]
+                    return np.broadcast_to(row, (n_data, *trailing))
             out = np.empty((n_data, *trailing))
             for start in range(0, n_data, CHUNK_ROWS):
                 stop = min(start + CHUNK_ROWS, n_data)
                 rows = np.arange(start, stop, dtype=np.int64)
                 try:
                     (value,) = block_fn(q, rows, *(e[start:stop] for e in extra))
-                except ValueError:
+                except (ValueError, AssertionError):  # PyTensor's shape errors
                     if start > 0:
                         raise
                     break  # a shape fixed to N: evaluate all rows at once below
@@ -150,16 +160,12 @@ class _Context:
     def model_loglik(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
         """The model's own per-datum observed log-density, compiled for given rows."""
         (term,) = self.model.logp(vars=[self.rv], sum=False)
-        idx = pt.vector("rows", dtype="int64")
-        try:
-            if self.n_data <= CHUNK_ROWS:
-                raise ValueError("one block: evaluate all rows")
-            on_rows = gather_rows(term, idx, self.n_data)
-        except ValueError:
-            fn = self.compile([term])
-            return lambda q, rows: fn(q)[0][np.asarray(rows)]
-        fn = self.compile([on_rows], [idx])
-        return lambda q, rows: fn(q, np.asarray(rows, dtype=np.int64))[0]
+        if self.n_data > CHUNK_ROWS and datum_data_inputs([term], self.n_data):
+            idx = pt.vector("rows", dtype="int64")
+            on_rows_fn = self.compile([gather_rows(term, idx, self.n_data)], [idx])
+            return lambda q, rows: on_rows_fn(q, np.asarray(rows, dtype=np.int64))[0]
+        fn = self.compile([term])
+        return lambda q, rows: fn(q)[0][np.asarray(rows)]
 
     def describe_vars(self, variables: list) -> str:
         parts = []
@@ -440,6 +446,11 @@ def _design_of(ctx: _Context, parts: _Decomposition, what: str) -> RowDesign:
         constant_row=parts.residual_jac,
         dense=parts.residual_dense,
     )
+
+
+def _same_on_every_row(values: np.ndarray) -> bool:
+    """Whether ``values`` repeats one row without storing it (a zero-stride view)."""
+    return values.ndim >= 1 and values.strides[0] == 0
 
 
 def _row_constant(values: np.ndarray) -> np.ndarray:

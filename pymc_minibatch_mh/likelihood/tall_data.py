@@ -12,6 +12,7 @@ from pymc.pytensorf import join_nonshared_inputs
 from pytensor.graph.basic import Variable
 from pytensor.graph.replace import clone_replace
 
+from pymc_minibatch_mh.kernels.target import per_row_in_blocks
 from pymc_minibatch_mh.likelihood.batching import (
     datum_data_inputs,
     gather_rows,
@@ -100,11 +101,12 @@ class TallData:
 
     def loglik(self, q: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """Per-datum log-likelihood (summed over observed variables) of rows ``idx``."""
-        return self._loglik_fn(q, idx)
+        return per_row_in_blocks(self._loglik_fn, q, idx=idx)
 
     def loglik_diff(self, q_new: np.ndarray, q_old: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        """``loglik(q_new, idx) - loglik(q_old, idx)`` in one compiled call."""
-        return self._loglik_diff_fn(q_new, q_old, idx)
+        """``loglik(q_new, idx) - loglik(q_old, idx)`` in one compiled call (per block of
+        rows for a very large ``idx``)."""
+        return per_row_in_blocks(self._loglik_diff_fn, q_new, q_old, idx=idx)
 
     def diff_offset(self, q_new: np.ndarray, q_old: np.ndarray) -> float:
         """0: every term of the log-likelihood ratio is in :meth:`loglik_diff`."""

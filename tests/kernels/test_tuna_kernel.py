@@ -397,3 +397,24 @@ def test_tuna_kernel_bound_and_index_table_modules_do_not_import_pymc():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_large_batches_reach_the_target_in_blocks_of_bounded_size(monkeypatch):
+    """A Poisson batch larger than MAX_ROWS_PER_CALL is evaluated block by block: every
+    call sees at most that many rows, and the values are those of one call."""
+    from pymc_minibatch_mh.kernels import target as target_module
+    from pymc_minibatch_mh.kernels.target import per_row_in_blocks
+
+    monkeypatch.setattr(target_module, "MAX_ROWS_PER_CALL", 100)
+    values = np.random.default_rng(2).normal(size=1000)
+    sizes = []
+
+    def per_row(scale, idx):
+        sizes.append(len(idx))
+        return scale * values[idx]
+
+    idx = np.random.default_rng(3).integers(0, 1000, size=1050)
+    np.testing.assert_array_equal(per_row_in_blocks(per_row, 2.0, idx=idx), 2.0 * values[idx])
+    assert sizes == [100] * 10 + [50]
+    sizes.clear()
+    assert per_row_in_blocks(per_row, 1.0, idx=idx[:80]).shape == (80,) and sizes == [80]

@@ -98,6 +98,13 @@ def test_recogniser_by_row_blocks_equals_one_block(logistic_data, monkeypatch, r
     np.testing.assert_allclose(np.asarray(blocked.design), np.asarray(whole.design), rtol=1e-12)
     q = rng.normal(size=6)
     np.testing.assert_allclose(blocked.loglik(q), whole.loglik(q), rtol=1e-12)
+    # X @ beta + a: the residual reads no data and is evaluated on one row.
+    plain = _recognise(_logistic(x, y))
+    assert plain.design.dense is None and plain.offset.strides == (0,)
+    monkeypatch.setattr(affine_maps, "CHUNK_ROWS", 10**9)
+    np.testing.assert_allclose(
+        np.asarray(plain.design), np.asarray(_recognise(_logistic(x, y)).design)
+    )
 
 
 def test_row_design_rows_products_and_chunks_match_the_dense_matrix(rng):
