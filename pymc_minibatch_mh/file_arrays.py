@@ -64,6 +64,8 @@ def file_view(array) -> FileView | None:
         base = base.base if isinstance(base.base, np.ndarray) else None
     if base is None or not getattr(base, "filename", None):
         return None
+    if base.mode == "c":  # copy-on-write: this process's edits are not in the file
+        return None
     if not os.path.exists(base.filename):
         return None
     start = array.__array_interface__["data"][0]

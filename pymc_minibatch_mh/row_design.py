@@ -2,7 +2,8 @@
 
 The recogniser finds linear predictors ``eta = design @ q + offset`` whose design is
 ``features @ coefficient map`` (``X @ beta``) plus columns that are the same on every row
-(an intercept) and, rarely, other per-row columns. Storing that design densely costs
+(an intercept) and other per-row columns (terms such as ``b * x[:, 2]`` written outside
+a matrix product, stored as float64 columns). Storing that design densely costs
 ``8 N D`` bytes (0.9 GB at N = 10^7, D = 11) and a float64 copy of features that may live
 in a float32 file on disk. :class:`RowDesign` keeps the features as they are (a
 ``np.memmap`` included) and forms float64 rows only for the rows asked for: a gather of
@@ -74,8 +75,11 @@ class RowDesign:
         The products of data matrices and coefficient maps.
     constant_row : ndarray, shape (D,)
         Columns that are the same on every row (an intercept's column of ones).
-    dense : ndarray, shape (N, D), optional
-        Other per-row columns (zero elsewhere); None if there are none.
+    dense : ndarray, shape (N, k), optional
+        Other per-row columns (e.g. from ``b * x[:, 2]`` outside a matrix product), as
+        float64; None if there are none.
+    dense_columns : sequence of int, optional
+        The design columns of ``dense`` (default: all D columns).
     """
 
     ndim = 2
@@ -88,6 +92,7 @@ class RowDesign:
         blocks=(),
         constant_row: np.ndarray | None = None,
         dense: np.ndarray | None = None,
+        dense_columns=None,
     ):
         self.n_rows, self.n_cols = int(n_rows), int(n_cols)
         self.blocks = tuple(blocks)
@@ -95,12 +100,16 @@ class RowDesign:
         if row.shape != (n_cols,):
             raise ValueError(f"constant_row must have shape ({n_cols},); got {row.shape}.")
         self.constant_row = _read_only(row)
+        columns = np.arange(n_cols) if dense_columns is None else np.asarray(dense_columns, int)
         if dense is not None:
             dense = np.asarray(dense, dtype=np.float64)
-            if dense.shape != (n_rows, n_cols):
-                raise ValueError(f"dense must have shape ({n_rows}, {n_cols}); got {dense.shape}.")
+            if dense.shape != (n_rows, columns.size):
+                raise ValueError(
+                    f"dense must have shape ({n_rows}, {columns.size}); got {dense.shape}."
+                )
             dense = _read_only(dense)
         self.dense = dense
+        self.dense_columns = _read_only(columns)
         for block in self.blocks:
             if block.features.ndim != 2 or block.features.shape[0] != n_rows:
                 raise ValueError(
@@ -149,7 +158,7 @@ class RowDesign:
                 rows,
             )
         if self.dense is not None:
-            out += self.dense[rows]
+            out[:, self.dense_columns] += self.dense[rows]
         return out[0] if scalar else out
 
     def chunks(self, chunk_rows: int | None = None) -> Iterator[tuple[slice, np.ndarray]]:
@@ -185,7 +194,7 @@ class RowDesign:
         else:
             out += const
         if self.dense is not None:
-            out += self.dense[rows] @ w
+            out += self.dense[rows] @ w[self.dense_columns]
         return out
 
     def __matmul__(self, w) -> np.ndarray:

@@ -295,13 +295,15 @@ class _Decomposition:
     """The linearised pieces of a linear predictor.
 
     ``residual_jac`` is the unit-step jacobian of the part outside the products: one row
-    ``(..., D)`` shared by all rows (``per_row=False``, or the columns that are the same on
-    every row when ``per_row=True``); ``residual_dense`` holds, for ``per_row=True``, the
-    columns that differ between rows as an ``(N, D)`` array (None if there are none).
+    ``(..., D)`` shared by all rows (``per_row=False``, or the columns that are exactly
+    the same on every row when ``per_row=True``); for ``per_row=True``,
+    ``residual_dense`` holds the columns ``dense_columns`` that differ between rows as an
+    ``(N, len(dense_columns))`` array (None if there are none).
     """
 
     products: list[_Product]
     residual_jac: np.ndarray
+    dense_columns: list[int]
     residual_dense: np.ndarray | None
     value_q0: np.ndarray  # the graph at q0, (N, *trailing)
     full: Callable  # q -> graph value, (N, *trailing)
@@ -348,23 +350,23 @@ def _decompose(
     # Unit-step differences of the residual: the columns that are the same on every row
     # (an intercept) are kept as one row, the others (per-row terms) as dense columns.
     jac = np.zeros((*trailing, ctx.q0.size))
-    dense = None
+    dense_columns, dense = [], []
     for k in _columns(ctx, stripped):
         q = ctx.q0.copy()
         q[k] += 1.0
         delta = residual(q, *zeros) - base
-        if _close(delta, np.broadcast_to(delta[0], delta.shape)):
+        if per_row and not _same_value(delta):
+            dense_columns.append(k)
+            dense.append(delta)
+        elif per_row or _close(delta, np.broadcast_to(delta[0], delta.shape)):
             jac[..., k] = delta[0]
-        elif per_row:
-            if dense is None:
-                dense = np.zeros((n_data, ctx.q0.size))
-            dense[:, k] = delta
         else:
             raise UnsupportedLikelihood(not_row_constant)
     return _Decomposition(
         products=products,
         residual_jac=jac,
-        residual_dense=dense,
+        dense_columns=dense_columns,
+        residual_dense=np.column_stack(dense) if dense else None,
         value_q0=value_q0,
         full=lambda q: full_fn(q),
     )
@@ -436,7 +438,7 @@ def _design_of(ctx: _Context, parts: _Decomposition, what: str) -> RowDesign:
         weight = product.weight.reshape(-1)
         if not np.all(np.isfinite(weight)):
             raise UnsupportedLikelihood(f"{what} is not finite.")
-        if _close(weight, np.broadcast_to(weight[0], weight.shape)):
+        if _same_value(weight):
             weight = float(weight[0])
         blocks.append(FeatureBlock(product.features, product.coef_map, weight))
     return RowDesign(
@@ -445,6 +447,7 @@ def _design_of(ctx: _Context, parts: _Decomposition, what: str) -> RowDesign:
         blocks,
         constant_row=parts.residual_jac,
         dense=parts.residual_dense,
+        dense_columns=parts.dense_columns,
     )
 
 
@@ -453,10 +456,22 @@ def _same_on_every_row(values: np.ndarray) -> bool:
     return values.ndim >= 1 and values.strides[0] == 0
 
 
+def _same_value(values: np.ndarray) -> bool:
+    """Whether every entry of ``values`` equals the first, exactly (read in blocks)."""
+    values = np.asarray(values)
+    if values.size == 0 or _same_on_every_row(values):
+        return True
+    first = values.flat[0]
+    return all(
+        bool(np.all(values[start : start + CHUNK_ROWS] == first))
+        for start in range(0, values.shape[0], CHUNK_ROWS)
+    )
+
+
 def _row_constant(values: np.ndarray) -> np.ndarray:
-    """``values`` (N,), or a read-only zero-stride view of one value if every row has it
-    (up to rounding): an offset of ``X @ beta + a`` then takes no memory."""
-    if values.size and _close(values, np.broadcast_to(values[0], values.shape)):
+    """``values`` (N,), or a read-only zero-stride view of one value if every row has
+    exactly it: an offset of ``X @ beta + a`` then takes no memory."""
+    if values.size and _same_value(values):
         return np.broadcast_to(np.float64(values[0]), values.shape)
     return values
 

@@ -10,7 +10,6 @@ arrays are never copied.
 
 from __future__ import annotations
 
-import pickle
 import time
 from collections.abc import Sequence
 
@@ -38,8 +37,22 @@ def data_placeholder(var: Variable, value: np.ndarray) -> Variable:
     placeholder = pt.tensor(
         name=var.name or "data", dtype=var.dtype, shape=(None, *var.type.shape[1:])
     )
-    setattr(placeholder.tag, _DATA_TAG, value)
+    setattr(placeholder.tag, _DATA_TAG, _DataRef(value))
     return placeholder
+
+
+class _DataRef:
+    """The data array a placeholder stands for, held in the placeholder's tag. A compiled
+    function pickles its input variables with their tags: this pickles a view of a
+    memory-mapped file as the file (:func:`~pymc_minibatch_mh.file_arrays.portable`)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = restored(value)
+
+    def __reduce__(self):
+        return (_DataRef, (portable(self.value),))
 
 
 def bound_data(outputs) -> list[Variable]:
@@ -53,14 +66,22 @@ class DataBoundFunction:
 
     Calling it with the leading inputs calls the compiled function with the data
     appended; other attributes (``maker``, ``trust_input``) are the compiled function's.
+    After each call the data inputs' storage cells are emptied: the compiled function
+    would otherwise keep the last arrays passed (pickling them with itself, e.g. to a
+    chain's worker process, and holding their memory).
     """
 
     def __init__(self, function, data: tuple[np.ndarray, ...]):
         self.function = function
         self.data = data
+        self._data_cells = _data_cells(function, len(data))
 
     def __call__(self, *args):
-        return self.function(*args, *self.data)
+        try:
+            return self.function(*args, *self.data)
+        finally:
+            for cell in self._data_cells:
+                cell.storage[0] = None
 
     @property
     def trust_input(self) -> bool:
@@ -71,28 +92,29 @@ class DataBoundFunction:
         self.function.trust_input = value
 
     def __getattr__(self, name):
-        if name in ("function", "data"):  # not yet set (while unpickling)
+        if name in ("function", "data", "_data_cells"):  # not yet set (while unpickling)
             raise AttributeError(name)
         return getattr(self.function, name)
 
     def __getstate__(self):
         # Data read from a file go to chains' worker processes as the file, not a copy.
-        # A compiled function pickles the values last passed to its inputs: the data
-        # inputs' cells are emptied while it is pickled (they are refilled on every call).
-        cells = self.function.input_storage[len(self.function.input_storage) - len(self.data) :]
-        held = [cell.storage[0] for cell in cells]
-        for cell in cells:
-            cell.storage[0] = None
-        try:
-            function = pickle.dumps(self.function, protocol=pickle.HIGHEST_PROTOCOL)
-        finally:
-            for cell, value in zip(cells, held, strict=True):
-                cell.storage[0] = value
-        return {"function": function, "data": tuple(portable(d) for d in self.data)}
+        return {"function": self.function, "data": tuple(portable(d) for d in self.data)}
 
     def __setstate__(self, state):
-        self.function = pickle.loads(state["function"])
+        self.function = state["function"]
         self.data = tuple(restored(d) for d in state["data"])
+        self._data_cells = _data_cells(self.function, len(self.data))
+
+
+def _data_cells(function, n_data: int) -> list:
+    """Storage cells of the last ``n_data`` explicit inputs (implicit inputs, e.g. shared
+    variables, come after the explicit ones)."""
+    explicit = [
+        cell
+        for cell, spec in zip(function.input_storage, function.maker.inputs, strict=True)
+        if not spec.implicit
+    ]
+    return explicit[len(explicit) - n_data :]
 
 
 def compile_function(inputs, outputs, **kwargs):
@@ -105,7 +127,7 @@ def compile_function(inputs, outputs, **kwargs):
         function = _cached_compile([*inputs, *data], outputs, kwargs)
         if not data:
             return function
-        return DataBoundFunction(function, tuple(getattr(v.tag, _DATA_TAG) for v in data))
+        return DataBoundFunction(function, tuple(getattr(v.tag, _DATA_TAG).value for v in data))
     finally:
         _seconds += time.perf_counter() - start
 

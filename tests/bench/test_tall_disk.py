@@ -15,6 +15,8 @@ def test_data_are_written_in_blocks_and_reused(tmp_path, monkeypatch):
     x, y = np.load(x_path, mmap_mode="r"), np.load(y_path, mmap_mode="r")
     assert x.shape == (2000, tall_disk.D) and x.dtype == np.float32
     assert y.dtype == np.int8 and set(np.unique(y)) == {0, 1}
+    assert np.all(np.any(x != 0, axis=1))  # every block was written
+    assert 0.5 < np.std(x) < 1.5
     assert tall_disk.write_data(tmp_path, 2000, seed=3) == 0.0  # exists: not rewritten
 
 

@@ -38,15 +38,18 @@ def test_zero_weights_are_never_drawn(rng):
     assert set(np.unique(draws)) == {5, 7}
 
 
-def test_zero_weights_at_the_end_are_never_drawn_even_for_u_near_one():
-    """A uniform rounding up to the total must not select trailing zero-weight items."""
+def test_zero_weights_at_the_end_are_never_drawn_even_for_u_at_the_total():
+    """A uniform equal to the total (u = 1, as rounding could give) must not select the
+    trailing zero-weight items, which a bare binary search would return."""
 
-    class TopUniform:  # random() at its largest value
+    class TopUniform:
         def random(self, size):
-            return np.full(size, np.nextafter(1.0, 0.0))
+            return np.ones(size)
 
     table = CumulativeTable.from_weights(np.r_[0.3, 0.1 + 0.2, 0.0, 0.0])
     assert np.all(table.sample(TopUniform(), 5) == 1)
+    # Negative control: without the table's clamp the search runs past the end.
+    assert np.searchsorted(table.cumulative, table.cumulative[-1], side="right") == 4
 
 
 @pytest.mark.parametrize("name", ["exponential_50", "pareto_200"])
