@@ -187,13 +187,16 @@ def _run_worker(method, directory, n, draws, tune, chains, seed, tmp: Path) -> d
         f"--chains={chains}",
         f"--seed={seed}",
     ]
+    from pymc_minibatch_mh.bench.peers import short_error
+
     env = dict(os.environ, OMP_NUM_THREADS="1")
     start = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     wall = time.perf_counter() - start
     if done.returncode != 0 or not out.exists():
         lines = (done.stderr or done.stdout).strip().splitlines()
-        return {"method": method, "n": n, "wall_s": wall, "error": lines[-1] if lines else ""}
+        error = short_error(lines[-1] if lines else "", done.returncode)
+        return {"method": method, "n": n, "wall_s": wall, "error": error}
     run = json.loads(out.read_text())
     run["wall_s"] = wall
     return run

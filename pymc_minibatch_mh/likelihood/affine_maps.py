@@ -334,11 +334,9 @@ def _decompose(
     value_q0 = _finite(full_fn(ctx.q0), what)
     products = _find_products(ctx, graph, width)
     stripped = graph
-    placeholders = [pt.tensor(dtype=p.placeholder.dtype, shape=(None, width)) for p in products]
+    placeholders = [p.placeholder for p in products]
     if products:
-        stripped = rebuild_graph(
-            graph, {p.output: h for p, h in zip(products, placeholders, strict=True)}
-        )
+        stripped = rebuild_graph(graph, {p.output: p.placeholder for p in products})
     residual = ctx.compile_rows(stripped, trailing, placeholders, what=what)
     # The product outputs set to 0 (and one at a time to 1): read-only views, no memory.
     zeros = [np.broadcast_to(np.zeros((), dtype=h.dtype), (n_data, width)) for h in placeholders]
@@ -404,7 +402,8 @@ def _find_products(ctx: _Context, graph: Variable, width: int) -> list[_Product]
             return w_fn(q)[j].ravel()
 
         coef_map, coef_offset = _linearise(w_flat, ctx.q0, _columns(ctx, w_var))
-        placeholder = pt.tensor(dtype=out.dtype, shape=(ctx.n_data, width))
+        # Rows of the product's output, fed block by block (no fixed length).
+        placeholder = pt.tensor(dtype=out.dtype, shape=(None, width))
         products.append(_Product(out, placeholder, x_value, coef_map, coef_offset))
     return products
 
