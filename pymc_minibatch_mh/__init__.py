@@ -17,6 +17,7 @@ _EXPORTS = {
     "chi_from_kappa": "pymc_minibatch_mh.bounds.lipschitz",
     "design_austere_test": "pymc_minibatch_mh.kernels.austere_design",
     "compare": "pymc_minibatch_mh.diagnostics",
+    "chunked_data": "pymc_minibatch_mh.likelihood.chunked_data",
 }
 __all__ = sorted(_EXPORTS)
 

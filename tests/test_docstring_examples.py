@@ -14,6 +14,7 @@ MODULES = [
     "pymc_minibatch_mh.step_methods.austere",
     "pymc_minibatch_mh.step_methods.tuna",
     "pymc_minibatch_mh.step_methods.firefly",
+    "pymc_minibatch_mh.likelihood.chunked_data",
 ]
 
 

@@ -53,6 +53,20 @@ def main(argv: list[str] | None = None) -> list[Path]:
         default=Path(tempfile.gettempdir()) / "pymc-minibatch-mh-tall-disk",
         help="tall-disk: where the data files are written (and reused)",
     )
+    parser.add_argument(
+        "--source",
+        choices=("memmap", "zarr"),
+        default="memmap",
+        help="tall-disk: read the data as np.memmap (default) or as zarr copies through "
+        "chunked_data (needs the [dask] extra)",
+    )
+    parser.add_argument(
+        "--dask-workers",
+        type=int,
+        default=0,
+        help="tall-disk: run each sampling process with a dask.distributed LocalCluster of "
+        "this many worker processes (0: none)",
+    )
     args = parser.parse_args(argv)
     if args.experiment == "peers":
         return _peers(args)
@@ -87,10 +101,19 @@ def _tall_disk(args) -> list[Path]:
     else:
         sizes, draws, tune = (10**6, 10**7, *((10**8,) if args.full else ())), 1000, 500
     result = run_tall_disk(
-        sizes=sizes, directory=args.data_dir, draws=draws, tune=tune, seed=args.seed
+        sizes=sizes,
+        directory=args.data_dir,
+        draws=draws,
+        tune=tune,
+        seed=args.seed,
+        source=args.source,
+        dask_workers=args.dask_workers,
     )
     stack = "py" + "".join(platform.python_version_tuple()[:2])
-    paths = write_reports(result, args.out, suffix=f"-{stack}" + ("-quick" if args.quick else ""))
+    source = "" if args.source == "memmap" else f"-{args.source}"
+    source += f"-cluster{args.dask_workers}" if args.dask_workers else ""
+    suffix = f"{source}-{stack}" + ("-quick" if args.quick else "")
+    paths = write_reports(result, args.out, suffix=suffix)
     print(markdown_report(result))
     print("written: " + ", ".join(str(p) for p in paths))
     return paths

@@ -33,6 +33,10 @@ METHODS = ("TunaMH", "MinibatchBarker")
 PRIOR_SD = np.r_[np.ones(D), 2.0]  # beta ~ Normal(0, 1), intercept ~ Normal(0, 2)
 BLOCK_ROWS = 1_000_000
 TIMEOUT_S = 3600
+ZARR_CHUNK_ROWS = 2**17
+#: Decoded-chunk cache per zarr array in the runs: random minibatch rows touch most chunks
+#: at every step, so the cache holds the data at N = 10^7 (0.4 GB); counted in peak RSS.
+ZARR_CACHE_BYTES = 2**30
 
 
 def data_paths(directory: Path, n: int) -> tuple[Path, Path]:
@@ -103,15 +107,80 @@ def laplace_fit(
     return {"mean": q, "sd": np.sqrt(np.diag(cov)), "iterations": iterations}
 
 
-def worker(method: str, directory: Path, n: int, draws: int, tune: int, chains: int, seed: int):
-    """One run in this process: model over the files, step with defaults, sampling."""
+def zarr_paths(directory: Path, n: int) -> tuple[Path, Path]:
+    """The zarr copies of the data set with ``n`` rows."""
+    return directory / f"x-{n}.zarr", directory / f"y-{n}.zarr"
+
+
+def write_zarr(directory: Path, n: int, chunk_rows: int = ZARR_CHUNK_ROWS) -> float:
+    """Copy the ``.npy`` files of the data set to zarr arrays (chunks of ``chunk_rows``
+    rows, zarr's default compression) unless they exist; return the seconds it took."""
+    import zarr
+
+    done = []
+    start = time.perf_counter()
+    for npy, target in zip(data_paths(directory, n), zarr_paths(directory, n), strict=True):
+        if target.exists():
+            continue
+        values = np.load(npy, mmap_mode="r")
+        array = zarr.create_array(
+            store=str(target),
+            shape=values.shape,
+            dtype=values.dtype,
+            chunks=(chunk_rows, *values.shape[1:]),
+        )
+        for first in range(0, n, chunk_rows * 8):
+            array[first : first + chunk_rows * 8] = values[first : first + chunk_rows * 8]
+        done.append(target)
+    return time.perf_counter() - start if done else 0.0
+
+
+def _open_data(directory: Path, n: int, source: str):
+    if source == "memmap":
+        x_path, y_path = data_paths(directory, n)
+        return np.load(x_path, mmap_mode="r"), np.load(y_path, mmap_mode="r")
+    import zarr
+
+    from pymc_minibatch_mh import chunked_data
+
+    x_path, y_path = zarr_paths(directory, n)
+    return (
+        chunked_data(zarr.open_array(str(x_path), mode="r"), "x", cache_bytes=ZARR_CACHE_BYTES),
+        chunked_data(zarr.open_array(str(y_path), mode="r"), "y", cache_bytes=ZARR_CACHE_BYTES),
+    )
+
+
+def worker(
+    method: str,
+    directory: Path,
+    n: int,
+    draws: int,
+    tune: int,
+    chains: int,
+    seed: int,
+    source: str = "memmap",
+    dask_workers: int = 0,
+):
+    """One run in this process: model over the files, step with defaults, sampling.
+
+    ``source="zarr"`` reads the zarr copies through ``chunked_data``; ``dask_workers > 0``
+    starts a ``dask.distributed.LocalCluster`` with that many single-threaded worker
+    processes first, so the full-data passes run on it.
+    """
     import pymc as pm
 
     import pymc_minibatch_mh as pmh
 
+    client = None
+    if dask_workers:
+        from distributed import Client, LocalCluster
+
+        cluster = LocalCluster(
+            n_workers=dask_workers, threads_per_worker=1, processes=True, dashboard_address=None
+        )
+        client = Client(cluster)
     imported = time.perf_counter()
-    x_path, y_path = data_paths(directory, n)
-    x, y = np.load(x_path, mmap_mode="r"), np.load(y_path, mmap_mode="r")
+    x, y = _open_data(directory, n, source)
     with pm.Model() as model:
         beta = pm.Normal("beta", 0.0, 1.0, shape=D)
         intercept = pm.Normal("intercept", 0.0, 2.0)
@@ -146,6 +215,13 @@ def worker(method: str, directory: Path, n: int, draws: int, tune: int, chains: 
             compute_convergence_checks=False,
         )
     sampled = time.perf_counter()
+    workers_rss = 0.0
+    if client is not None:
+        workers_rss = sum(
+            client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss).values()
+        )
+        client.close()
+        cluster.close()
     posterior = idata.posterior
     draws_q = np.concatenate(
         [
@@ -165,12 +241,15 @@ def worker(method: str, directory: Path, n: int, draws: int, tune: int, chains: 
         "tuning_s": phases[True][0],
         "n_data_passes": float(step.n_data_passes),
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "workers_peak_rss_gb": workers_rss / 2**20,
         "mean": draws_q.mean(axis=0).tolist(),
         "sd": draws_q.std(axis=0, ddof=1).tolist(),
     }
 
 
-def _run_worker(method, directory, n, draws, tune, chains, seed, tmp: Path) -> dict:
+def _run_worker(
+    method, directory, n, draws, tune, chains, seed, tmp: Path, source="memmap", dask_workers=0
+) -> dict:
     out = tmp / f"{method}-{n}.json"
     out.unlink(missing_ok=True)
     command = [
@@ -186,6 +265,8 @@ def _run_worker(method, directory, n, draws, tune, chains, seed, tmp: Path) -> d
         f"--tune={tune}",
         f"--chains={chains}",
         f"--seed={seed}",
+        f"--source={source}",
+        f"--dask-workers={dask_workers}",
     ]
     from pymc_minibatch_mh.bench.peers import short_error
 
@@ -210,10 +291,12 @@ def run_tall_disk(
     tune: int = 500,
     chains: int = 2,
     seed: int = 1,
+    source: str = "memmap",
+    dask_workers: int = 0,
     progress=print,
 ) -> dict:
     """Every method at every size, each in a fresh process; the first size is the
-    per-draw baseline."""
+    per-draw baseline. ``source`` and ``dask_workers`` are those of :func:`worker`."""
     from pymc_minibatch_mh.bench.peers import stack_description
 
     cases, runs = [], []
@@ -222,6 +305,10 @@ def run_tall_disk(
             generated = write_data(directory, n, seed)
             if generated:
                 progress(f"wrote N = {n:.0e} in {generated:.1f} s")
+            if source == "zarr":
+                converted = write_zarr(directory, n)
+                if converted:
+                    progress(f"copied N = {n:.0e} to zarr in {converted:.1f} s")
             fit = laplace_fit(directory, n)
             case = {
                 "n": n,
@@ -234,7 +321,9 @@ def run_tall_disk(
             }
             cases.append(case)
             for method in METHODS:
-                run = _run_worker(method, directory, n, draws, tune, chains, seed, Path(tmp))
+                run = _run_worker(
+                    method, directory, n, draws, tune, chains, seed, Path(tmp), source, dask_workers
+                )
                 if "error" not in run:
                     mean, sd = np.asarray(run["mean"]), np.asarray(run["sd"])
                     run["max_mean_err_laplace_sd"] = float(
@@ -249,7 +338,15 @@ def run_tall_disk(
                 runs.append(run)
     return {
         "stack": stack_description("warm"),
-        "settings": {"draws": draws, "tune": tune, "chains": chains, "seed": seed, "cores": 1},
+        "settings": {
+            "draws": draws,
+            "tune": tune,
+            "chains": chains,
+            "seed": seed,
+            "cores": 1,
+            "source": source,
+            "dask_workers": dask_workers,
+        },
         "cases": cases,
         "runs": runs,
     }
@@ -265,6 +362,7 @@ COLUMNS = (
     "per_draw_ms",
     "per_draw_x_first",
     "peak_rss_gb",
+    "workers_peak_rss_gb",
     "n_data_passes",
     "max_mean_err_laplace_sd",
     "max_sd_rel_err",
@@ -275,8 +373,24 @@ def markdown_report(result: dict) -> str:
     """The report of :func:`run_tall_disk` as markdown."""
     stack = ", ".join(f"{k} {v}" for k, v in result["stack"].items())
     settings = result["settings"]
+    if settings.get("source", "memmap") == "memmap":
+        title = "# Default steps on float32 data on disk (np.memmap in the model)"
+    else:
+        title = "# Default steps on float32 data in zarr arrays (`chunked_data` in the model), " + (
+            f"passes on a dask.distributed LocalCluster of {settings['dask_workers']} "
+            "worker processes"
+            if settings.get("dask_workers")
+            else "passes on Dask's threads"
+        )
     lines = [
-        "# Default steps on float32 data on disk (np.memmap in the model)",
+        title,
+        "",
+        f"zarr: chunks of {ZARR_CHUNK_ROWS} rows, zarr's default compression, "
+        f"`chunked_data(..., cache_bytes={ZARR_CACHE_BYTES})` (decoded chunks kept, in "
+        "`peak_rss_gb`); `workers_peak_rss_gb`: the cluster's worker processes' peak RSS "
+        "summed."
+        if settings.get("source") == "zarr"
+        else "",
         "",
         "Logistic regression, D = 10 + 1; covariates float32 and observations int8 in `.npy` "
         "files opened with `np.load(..., mmap_mode='r')`. Each run in a fresh process, "
@@ -362,9 +476,19 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--tune", type=int, default=500)
     run.add_argument("--chains", type=int, default=2)
     run.add_argument("--seed", type=int, default=1)
+    run.add_argument("--source", choices=("memmap", "zarr"), default="memmap")
+    run.add_argument("--dask-workers", type=int, default=0)
     args = parser.parse_args(argv)
     result = worker(
-        args.method, args.directory, args.n, args.draws, args.tune, args.chains, args.seed
+        args.method,
+        args.directory,
+        args.n,
+        args.draws,
+        args.tune,
+        args.chains,
+        args.seed,
+        args.source,
+        args.dask_workers,
     )
     args.out.write_text(json.dumps(result))
 

@@ -23,6 +23,7 @@ from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.math import Dot
 
 from pymc_minibatch_mh.likelihood.batching import datum_data_inputs, gather_rows
+from pymc_minibatch_mh.likelihood.chunked_data import chunked_source
 from pymc_minibatch_mh.likelihood.compiling import compile_function
 from pymc_minibatch_mh.likelihood.glm_families import (
     _BOUNDS_HINT,
@@ -412,16 +413,23 @@ def _feature_values(features: list[Variable]) -> list[np.ndarray]:
     """The values of the feature matrices, as the model holds them (no copy).
 
     A constant or a shared variable (``pm.Data``) gives its array itself, in its own dtype
-    (a float32 ``np.memmap`` stays one): the design reads rows of it on demand. A later
+    (a float32 ``np.memmap`` stays one), and a :func:`chunked_data` tensor its
+    :class:`~pymc_minibatch_mh.row_source.RowSource`: the design reads rows of it on demand. A later
     ``pm.set_data`` replaces the shared variable's array rather than writing into it, so
     the recognised design keeps the data it was recognised from. A computed matrix is
     evaluated.
     """
-    computed = [x for x in features if not isinstance(x, Constant | SharedVariable)]
+    computed = [
+        x
+        for x in features
+        if not isinstance(x, Constant | SharedVariable) and chunked_source(x) is None
+    ]
     evaluated = iter(compile_function([], computed, mode=_MODE)() if computed else [])
     values = []
     for x in features:
-        if isinstance(x, Constant):
+        if chunked_source(x) is not None:  # zarr / Dask: rows read on demand
+            values.append(chunked_source(x))
+        elif isinstance(x, Constant):
             values.append(np.asarray(x.data))
         elif isinstance(x, SharedVariable):
             values.append(np.asarray(x.get_value(borrow=True)))

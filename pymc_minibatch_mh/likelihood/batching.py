@@ -8,6 +8,7 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
 
+from pymc_minibatch_mh.likelihood.chunked_data import ChunkedRows, chunked_source
 from pymc_minibatch_mh.likelihood.graph_tools import rebuild_graph, tensor_data_inputs
 
 _INTEGER_KINDS = "iu"
@@ -31,7 +32,9 @@ def gather_rows(loglik: Variable, idx: Variable, n_data: int) -> Variable:
         if _has_datum_axis(value, n_data):
             rows = pt.tensor(dtype=var.dtype, shape=(None, *value.shape[1:]))
             placeholders[var] = rows
-            gathers[rows] = var[idx]
+            source = chunked_source(var)
+            # Chunked data (zarr / Dask) read the rows when the graph runs.
+            gathers[rows] = var[idx] if source is None else ChunkedRows(source)(idx)
         elif _is_shape_constant(value, n_data):
             placeholders[var] = _shape_with_batch_length(value, idx, n_data)
     if not gathers:

@@ -11,6 +11,7 @@ arrays are never copied.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,7 +23,9 @@ from pytensor.graph.basic import Variable
 
 from pymc_minibatch_mh.file_arrays import portable, restored
 from pymc_minibatch_mh.likelihood import function_cache
-from pymc_minibatch_mh.likelihood.graph_tools import graph_inputs
+from pymc_minibatch_mh.likelihood.chunked_data import ChunkedRows
+from pymc_minibatch_mh.likelihood.graph_tools import ancestors, graph_inputs, rebuild_graph
+from pymc_minibatch_mh.row_source import RowSource
 
 _DATA_TAG = "minibatch_mh_data"
 _seconds = 0.0
@@ -62,23 +65,34 @@ def bound_data(outputs) -> list[Variable]:
 
 
 class DataBoundFunction:
-    """A compiled function whose trailing inputs are data arrays supplied on every call.
+    """A compiled function whose trailing inputs are data supplied on every call.
 
     Calling it with the leading inputs calls the compiled function with the data
     appended; other attributes (``maker``, ``trust_input``) are the compiled function's.
     After each call the data inputs' storage cells are emptied: the compiled function
     would otherwise keep the last arrays passed (pickling them with itself, e.g. to a
     chain's worker process, and holding their memory).
+
+    Rows of chunked data come first: ``gathers`` holds ``(source, k)`` pairs, and a call
+    reads ``source[args[k]]`` (the rows of the index argument ``k``, only the chunks
+    holding them) for the compiled function's input that stands for those rows
+    (:func:`compile_function` took the gather out of the graph, so that the graph holds
+    no data and is cached like any other). Chunked data in ``data`` (read whole by the
+    graph) are read whole for a call: only functions of all rows of small data do that.
     """
 
-    def __init__(self, function, data: tuple[np.ndarray, ...]):
+    def __init__(self, function, data: tuple = (), gathers: tuple = ()):
         self.function = function
         self.data = data
-        self._data_cells = _data_cells(function, len(data))
+        self.gathers = gathers
+        self._data_cells = _data_cells(function, len(gathers) + len(data))
+        self._chunked = any(isinstance(d, RowSource) for d in data)
 
     def __call__(self, *args):
+        rows = [source[args[k]] for source, k in self.gathers]
+        data = (np.asarray(d) for d in self.data) if self._chunked else self.data
         try:
-            return self.function(*args, *self.data)
+            return self.function(*args, *rows, *data)
         finally:
             for cell in self._data_cells:
                 cell.storage[0] = None
@@ -92,18 +106,21 @@ class DataBoundFunction:
         self.function.trust_input = value
 
     def __getattr__(self, name):
-        if name in ("function", "data", "_data_cells"):  # not yet set (while unpickling)
-            raise AttributeError(name)
+        if name in ("function", "data", "gathers", "_data_cells", "_chunked"):
+            raise AttributeError(name)  # not yet set (while unpickling)
         return getattr(self.function, name)
 
     def __getstate__(self):
         # Data read from a file go to chains' worker processes as the file, not a copy.
-        return {"function": self.function, "data": tuple(portable(d) for d in self.data)}
+        return {
+            "function": self.function,
+            "data": tuple(portable(d) for d in self.data),
+            "gathers": self.gathers,
+        }
 
     def __setstate__(self, state):
-        self.function = state["function"]
-        self.data = tuple(restored(d) for d in state["data"])
-        self._data_cells = _data_cells(self.function, len(self.data))
+        data = tuple(restored(d) for d in state["data"])
+        self.__init__(state["function"], data, state.get("gathers", ()))
 
 
 def _data_cells(function, n_data: int) -> list:
@@ -123,13 +140,44 @@ def compile_function(inputs, outputs, **kwargs):
     global _seconds
     start = time.perf_counter()
     try:
+        outputs, gathered = _chunked_rows_as_inputs(inputs, outputs)
         data = [var for var in bound_data(outputs) if not any(var is i for i in inputs)]
-        function = _cached_compile([*inputs, *data], outputs, kwargs)
-        if not data:
+        rows = [placeholder for placeholder, _, _ in gathered]
+        if gathered:  # an index may now serve only to read the rows, outside the graph
+            kwargs = {**kwargs, "on_unused_input": "ignore"}
+        function = _cached_compile([*inputs, *rows, *data], outputs, kwargs)
+        if not data and not gathered:
             return function
-        return DataBoundFunction(function, tuple(getattr(v.tag, _DATA_TAG).value for v in data))
+        return DataBoundFunction(
+            function,
+            tuple(getattr(v.tag, _DATA_TAG).value for v in data),
+            tuple((source, k) for _, source, k in gathered),
+        )
     finally:
         _seconds += time.perf_counter() - start
+
+
+def _chunked_rows_as_inputs(inputs, outputs):
+    """``outputs`` with every gather of chunked data whose rows are a function input
+    (``ChunkedRows(source)(idx)``) replaced by a new input standing for those rows, and
+    the ``(input, source, position of idx)`` of each."""
+    single = not isinstance(outputs, Sequence)
+    graphs = [outputs] if single else list(outputs)
+    replace, gathered = {}, []
+    for var in ancestors(graphs):
+        node = var.owner
+        if node is None or not isinstance(node.op, ChunkedRows):
+            continue
+        k = next((k for k, i in enumerate(inputs) if i is node.inputs[0]), None)
+        if k is None:
+            continue  # rows computed inside the graph: read when the graph runs
+        placeholder = pt.tensor(name="rows", dtype=var.dtype, shape=var.type.shape)
+        replace[var] = placeholder
+        gathered.append((placeholder, node.op.source, k))
+    if not replace:
+        return outputs, []
+    rebuilt = [rebuild_graph(graph, replace) for graph in graphs]
+    return (rebuilt[0] if single else rebuilt), gathered
 
 
 def _cached_compile(inputs: list, outputs, kwargs: dict):
@@ -141,7 +189,13 @@ def _cached_compile(inputs: list, outputs, kwargs: dict):
     if function is not None:
         _loaded += 1
         return function
-    function = _compile_pymc(inputs, outputs, **kwargs)
+    with warnings.catch_warnings():
+        # PyTensor's numba backend runs Python-level Ops in object mode and says so; for
+        # ChunkedRows (a zarr or Dask read) that is the intended way.
+        warnings.filterwarnings(
+            "ignore", message="Numba will use object mode to run ChunkedRows", category=UserWarning
+        )
+        function = _compile_pymc(inputs, outputs, **kwargs)
     if key is not None:
         function_cache.store(key, function)
     return function

@@ -11,6 +11,9 @@ from pytensor.scalar.basic import Cast
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.type import TensorType
 
+from pymc_minibatch_mh.likelihood.chunked_data import chunked_source
+from pymc_minibatch_mh.row_source import RowSource
+
 try:  # pytensor >= 2.30 / 3.x
     from pytensor.graph.traversal import ancestors, graph_inputs, toposort
 except ImportError:  # pragma: no cover - older pytensor
@@ -21,16 +24,28 @@ except ImportError:  # pragma: no cover - older pytensor
         return _io_toposort(list(graph_inputs(graphs)), list(graphs))
 
 
-__all__ = ["ancestors", "data_value", "graph_inputs", "rebuild_graph", "tensor_data_inputs"]
+__all__ = [
+    "ancestors",
+    "data_leaves",
+    "data_value",
+    "graph_inputs",
+    "rebuild_graph",
+    "tensor_data_inputs",
+]
 
 
-def data_value(var: Variable) -> np.ndarray | None:
+def data_value(var: Variable) -> np.ndarray | RowSource | None:
     """The numpy value of a tensor constant or tensor shared variable, else None.
 
     A dtype cast of one (PyMC casts integer ``pm.Data`` observations) is looked through.
+    A :func:`~pymc_minibatch_mh.likelihood.chunked_data.chunked_data` tensor gives its
+    :class:`~pymc_minibatch_mh.row_source.RowSource` (rows read on demand, not the array).
     """
     if not isinstance(var.type, TensorType):
         return None
+    source = chunked_source(var)
+    if source is not None:
+        return source
     if isinstance(var, Constant):
         return np.asarray(var.data)
     if isinstance(var, SharedVariable):
@@ -45,10 +60,18 @@ def data_value(var: Variable) -> np.ndarray | None:
     return None
 
 
+def data_leaves(outputs: Iterable[Variable]) -> list[Variable]:
+    """The graph's inputs followed by its :func:`chunked_data` tensors (which have an
+    owner without inputs, so are not graph inputs)."""
+    outputs = list(outputs)
+    chunked = [var for var in ancestors(outputs) if chunked_source(var) is not None]
+    return [*graph_inputs(outputs), *chunked]
+
+
 def tensor_data_inputs(outputs: Iterable[Variable]) -> list[tuple[Variable, np.ndarray]]:
-    """All constant or shared tensor inputs of a graph with their values."""
+    """All constant, shared or chunked tensor inputs of a graph with their values."""
     found = []
-    for var in graph_inputs(list(outputs)):
+    for var in data_leaves(outputs):
         value = data_value(var)
         if value is not None:
             found.append((var, value))

@@ -12,6 +12,7 @@ from pymc.pytensorf import join_nonshared_inputs
 from pytensor.graph.basic import Variable
 from pytensor.graph.replace import clone_replace
 
+from pymc_minibatch_mh.chunk_pass import row_pass
 from pymc_minibatch_mh.kernels.target import per_row_in_blocks
 from pymc_minibatch_mh.likelihood.batching import (
     datum_data_inputs,
@@ -117,10 +118,17 @@ class TallData:
 
         Up to :data:`FULL_PASS_ROWS` rows in one call of the full-data function; above
         that, block by block through the gathered function, the one every minibatch uses
-        (the construction check compared it with the full-data function on probe rows).
+        (the construction check compared it with the full-data function on probe rows);
+        for chunked data as Dask tasks over the chunks (:func:`~pymc_minibatch_mh.
+        chunk_pass.row_pass`).
         """
         if self.n_data <= FULL_PASS_ROWS:
             return self._loglik_full_fn(q)
+        on_chunks = row_pass(
+            self._loglik_fn, (q,), self.n_data, block_rows=FULL_PASS_ROWS, combine="concatenate"
+        )
+        if on_chunks is not None:  # chunked data: one Dask task per chunk
+            return on_chunks
         out = None
         for start in range(0, self.n_data, FULL_PASS_ROWS):
             stop = min(start + FULL_PASS_ROWS, self.n_data)

@@ -33,6 +33,7 @@ import pytensor.tensor as pt
 from pytensor.compile.mode import get_mode
 from pytensor.graph.replace import clone_replace
 
+from pymc_minibatch_mh.chunk_pass import row_pass
 from pymc_minibatch_mh.kernels.control_variates import TaylorProxy
 from pymc_minibatch_mh.likelihood.batching import probe_indices
 from pymc_minibatch_mh.likelihood.compiling import compile_function, jacobian
@@ -283,6 +284,10 @@ def chunked_taylor_sums(
 ) -> TaylorProxy:
     """Sum ``derivatives(reference, rows)`` over all rows in chunks: one pass.
 
+    When ``derivatives`` reads chunked data (zarr / Dask), the pass over all rows is a
+    Dask computation with one task per chunk (:func:`~pymc_minibatch_mh.chunk_pass.
+    row_pass`).
+
     With ``rows`` (a subsample of row indices) the sums run over those rows only and are
     scaled by ``n_data / len(rows)``: an unbiased estimate of the full sums at a fraction
     of a pass.
@@ -296,6 +301,15 @@ def chunked_taylor_sums(
     value, grad, hess = 0.0, np.zeros(reference.size), np.zeros((reference.size,) * 2)
     n_rows = n_data if rows is None else len(rows)
     starts = range(0, n_rows, chunk_rows)
+    on_chunks = None
+    if rows is None:  # chunked data: one Dask task per chunk, sums combined
+        on_chunks = row_pass(
+            derivatives, (reference,), n_data, block_rows=chunk_rows, combine="sum"
+        )
+    if on_chunks is not None:
+        value, grad, hess = float(on_chunks[0]), on_chunks[1], on_chunks[2]
+        record_rows(n_data, n_data)
+        starts = range(0)
     for start in progress_bar(starts, "Taylor sums over the data", enabled=progressbar):
         stop = min(start + chunk_rows, n_rows)
         if rows is None:

@@ -1,16 +1,21 @@
 """Data on disk used unchanged: a float32 ``np.memmap`` in the model is read row block by
-row block, never copied whole, and gives the draws an in-memory array gives."""
+row block, never copied whole, and gives the draws an in-memory array gives; zarr and Dask
+arrays through ``chunked_data`` likewise, with full-data passes as Dask computations (on a
+``dask.distributed`` cluster when a client is active)."""
 
 import tracemalloc
 
 import numpy as np
 import pymc as pm
 import pytest
+from pymc.pytensorf import make_shared_replacements
 
-from pymc_minibatch_mh import MinibatchBarker, TunaMH
-from pymc_minibatch_mh.likelihood import affine_maps
+from pymc_minibatch_mh import MinibatchBarker, TunaMH, chunked_data
+from pymc_minibatch_mh.chunk_pass import chunked_sources
+from pymc_minibatch_mh.likelihood import affine_maps, build_tall_data
 from pymc_minibatch_mh.likelihood.linear_predictor import recognise_linear_predictor
 from pymc_minibatch_mh.row_design import FeatureBlock, RowDesign
+from pymc_minibatch_mh.row_source import RowSource
 
 N = 3000
 
@@ -28,12 +33,16 @@ def _on_disk(tmp_path, name, array):
     return np.load(tmp_path / f"{name}.npy", mmap_mode="r")
 
 
+def _rows(rng, n):
+    x = rng.normal(size=(n, 4)).astype(np.float32)
+    eta = -0.3 + x @ np.array([1.0, -0.5, 0.25, 0.0], dtype=np.float32)
+    y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(np.int8)
+    return x, y
+
+
 @pytest.fixture
 def logistic_data(rng):
-    x = rng.normal(size=(N, 4)).astype(np.float32)
-    eta = -0.3 + x @ np.array([1.0, -0.5, 0.25, 0.0], dtype=np.float32)
-    y = (rng.random(N) < 1 / (1 + np.exp(-eta))).astype(np.int8)
-    return x, y
+    return _rows(rng, N)
 
 
 def _draws(model, step_class, seed=5):
@@ -236,3 +245,130 @@ def test_data_functions_with_shared_inputs_pickle_and_compute_the_same(tmp_path,
     assert len(pickle.dumps(steps[1].tall_data._loglik_fn)) - len(payload) > 0.9 * x.nbytes
     np.testing.assert_array_equal(pickle.loads(payload)(q, idx), expected)
     np.testing.assert_array_equal(fn(q, idx), expected)  # the original still works
+
+
+# -- Chunked arrays (zarr, Dask) through chunked_data ---------------------------------------
+
+
+def _zarr(tmp_path, name, array, chunk_rows):
+    zarr = pytest.importorskip("zarr")
+    return zarr.create_array(
+        store=str(tmp_path / f"{name}.zarr"),
+        data=array,
+        chunks=(chunk_rows, *array.shape[1:]),
+    )
+
+
+def _dask_array():
+    return pytest.importorskip("dask.array")
+
+
+@pytest.mark.parametrize("step_class", [TunaMH, MinibatchBarker])
+def test_zarr_and_dask_give_the_draws_of_the_same_data_in_memory(
+    tmp_path, logistic_data, step_class
+):
+    da = _dask_array()
+    x, y = logistic_data
+    in_memory = _draws(_logistic(x, y), step_class)
+    zx, zy = _zarr(tmp_path, "x", x, 700), _zarr(tmp_path, "y", y, 700)
+    on_zarr = _draws(_logistic(chunked_data(zx), chunked_data(zy)), step_class)
+    on_dask = _draws(
+        _logistic(chunked_data(da.from_zarr(zx)), chunked_data(da.from_array(y, chunks=1000))),
+        step_class,
+    )
+    # Full-data sums over chunks (Dask tasks) are added in another order than over the
+    # blocks of an in-memory pass: equal up to rounding.
+    np.testing.assert_allclose(on_zarr, in_memory, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(on_dask, in_memory, rtol=1e-9, atol=1e-12)
+    # Negative control: one changed row of the zarr data changes the draws.
+    changed = x.copy()
+    changed[7] += 1.0
+    zc = _zarr(tmp_path, "changed", changed, 700)
+    assert not np.allclose(
+        _draws(_logistic(chunked_data(zc), chunked_data(zy)), step_class), in_memory
+    )
+
+
+def test_large_chunked_covariates_are_never_read_whole(tmp_path, rng):
+    """Above 65,536 rows every read of the covariates is a batch or one chunk."""
+    n = 70_000
+    x, y = _rows(rng, n)
+    zx = _zarr(tmp_path, "x", x, 16_384)
+    tensor = chunked_data(zx)
+    source = tensor.owner.op.source
+    model = _logistic(tensor, chunked_data(_zarr(tmp_path, "y", y, 16_384)))
+    with model:
+        step = TunaMH()
+        pm.sample(
+            step=step,
+            draws=30,
+            tune=30,
+            chains=1,
+            random_seed=1,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    assert source.whole_reads == 0
+    # Negative control: the counter sees a whole read.
+    np.asarray(source)
+    assert source.whole_reads == 1
+
+
+def test_row_source_reads_rows_as_numpy_indexing_does(tmp_path, rng):
+    da = _dask_array()
+    x = rng.normal(size=(50, 3)).astype(np.float32)
+    for array in (_zarr(tmp_path, "x", x, 7), da.from_array(x, chunks=(9, 3))):
+        source = RowSource(array)
+        idx = np.array([3, 49, 3, 0, 20, 21, 8])
+        np.testing.assert_array_equal(source[idx], x[idx])
+        np.testing.assert_array_equal(source[10:13], x[10:13])  # inside one chunk
+        np.testing.assert_array_equal(source[5:40], x[5:40])  # across chunks
+        np.testing.assert_array_equal(source[idx, 1], x[idx, 1])
+        np.testing.assert_array_equal(source[np.array([4, 5, 6])], x[4:7])
+        np.testing.assert_array_equal(source.astype(np.float64)[idx], x[idx].astype(np.float64))
+        assert source[idx].dtype == np.float32 and source.whole_reads == 0
+        assert source.row_chunks()[-1][1] == 50
+
+
+def test_chunked_data_refuses_numpy_with_a_pointer_to_the_numpy_way():
+    with pytest.raises(TypeError, match="np.memmap"):
+        chunked_data(np.zeros((3, 2)))
+
+
+def _tall(model):
+    point = model.initial_point()
+    shared = make_shared_replacements(point, model.value_vars, model)
+    return build_tall_data(model, model.value_vars, shared=shared, initial_point=point)
+
+
+def test_full_data_pass_on_a_local_cluster_matches_the_numpy_pass(tmp_path, rng):
+    distributed = pytest.importorskip("distributed")
+    da = _dask_array()
+    n = 70_000  # above one block: the pass is one Dask task per chunk
+    x, y = _rows(rng, n)
+    in_memory = _tall(_logistic(x, y))
+    on_zarr = _tall(
+        _logistic(
+            chunked_data(da.from_zarr(_zarr(tmp_path, "x", x, 20_000))),
+            chunked_data(_zarr(tmp_path, "y", y, 20_000)),
+        )
+    )
+    assert chunked_sources(on_zarr._loglik_fn)  # the pass below goes through Dask
+    q = 0.1 * rng.normal(size=in_memory.ndim)
+    expected = in_memory.loglik_full(q)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        with distributed.get_task_stream(client) as stream:
+            got = on_zarr.loglik_full(q)
+        tasks = [t for t in stream.data if "_range_values" in str(t["key"])]
+        workers = {t["worker"] for t in tasks}
+        known = set(client.scheduler_info()["workers"])
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert len(tasks) == 4  # one task per chunk, run by the cluster's workers
+    assert workers and workers <= known
+    # Negative control: another parameter vector gives another pass.
+    assert not np.allclose(on_zarr.loglik_full(q + 0.5), expected, rtol=1e-6)

@@ -1,0 +1,130 @@
+"""Full-data passes over chunked data (zarr / Dask) as Dask computations.
+
+A pass evaluates a compiled per-row function ``f(*leading, idx)`` on every row of the
+data. For data held in numpy arrays or ``np.memmap`` the package loops over row blocks in
+the calling thread. When the function reads chunked data
+(:func:`~pymc_minibatch_mh.likelihood.chunked_data.chunked_data`), :func:`row_pass`
+instead makes one Dask task per row chunk of the data (each task reads its chunk where it
+runs and evaluates the function on it block by block) and combines the tasks' results in
+one ``dask.compute``: on Dask's threads by default, on a ``dask.distributed`` cluster
+when a ``Client`` is active (Dask's own choice of scheduler). Dask is imported only here,
+and only for chunked data.
+
+A compiled PyTensor function keeps its inputs and temporaries in storage of its own, so
+two threads must not call one function at the same time (and ``Function.copy`` does not
+copy Scan nodes' inner functions soundly): within one process the tasks' calls take
+turns behind one lock, and Dask's threads overlap only what lies outside the calls.
+Tasks run in parallel across the worker processes of a ``dask.distributed`` cluster,
+each with its own unpickled copy of the function.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from pymc_minibatch_mh.row_source import RowSource
+
+_call_lock = threading.Lock()
+
+
+def chunked_sources(function) -> list[RowSource]:
+    """The chunked data a compiled function reads (through ``ChunkedRows`` nodes or as
+    data inputs), in a fixed order; empty for numpy and memmap data."""
+    from pymc_minibatch_mh.likelihood.chunked_data import ChunkedRows
+
+    found = [d for d in getattr(function, "data", ()) if isinstance(d, RowSource)]
+    found += [source for source, _ in getattr(function, "gathers", ())]
+    maker = getattr(function, "maker", None)
+    if maker is not None:
+        for node in maker.fgraph.toposort():
+            if isinstance(node.op, ChunkedRows) and all(node.op.source is not s for s in found):
+                found.append(node.op.source)
+    return found
+
+
+def row_pass(
+    function,
+    leading: Sequence,
+    n_rows: int,
+    *,
+    block_rows: int,
+    combine: str,
+) -> object | None:
+    """``function(*leading, idx)`` over all ``n_rows`` rows as a Dask computation.
+
+    Parameters
+    ----------
+    function : compiled function
+        Takes ``*leading`` then an int64 vector of rows.
+    leading : sequence
+        The arguments before the rows (e.g. the parameter vector).
+    n_rows : int
+        Rows of the data (N).
+    block_rows : int
+        Most rows per call of ``function`` within a task.
+    combine : {"concatenate", "sum"}
+        ``"concatenate"``: the function returns one value per row and the pass returns
+        all N; ``"sum"``: it returns a tuple of sums and the pass returns their totals.
+
+    Returns
+    -------
+    The combined result, or None if the function reads no chunked data (the caller then
+    loops in its own thread, as before).
+    """
+    sources = chunked_sources(function)
+    if not sources:
+        return None
+    import dask
+
+    ranges = sources[0].row_chunks()
+    if ranges[-1][1] != n_rows:
+        return None
+    # Not pure: hashing the compiled function for a task key would pickle it.
+    fn = dask.delayed(function, pure=False, traverse=False)
+    task = dask.delayed(_range_values, pure=False)
+    parts = dask.compute(
+        *[task(fn, tuple(leading), start, stop, block_rows, combine) for start, stop in ranges]
+    )
+    return _COMBINE[combine](list(parts))
+
+
+def _range_values(function, leading: tuple, start: int, stop: int, block_rows: int, combine: str):
+    """One task: the function on the rows ``start:stop``, block by block, combined."""
+    fn = _Serialised(function)
+    # Arrays that crossed to a worker process may come unaligned out of its message
+    # buffer; compiled functions called with trust_input need aligned, contiguous ones.
+    leading = tuple(
+        np.require(a, requirements=("C", "A")) if isinstance(a, np.ndarray) else a for a in leading
+    )
+    parts = [
+        fn(*leading, np.arange(a, min(a + block_rows, stop), dtype=np.int64))
+        for a in range(start, stop, block_rows)
+    ]
+    return _COMBINE[combine](parts)
+
+
+def _concatenate(parts: list) -> np.ndarray:
+    return np.concatenate([np.atleast_1d(np.asarray(p)) for p in parts])
+
+
+def _sum(parts: list) -> tuple:
+    return tuple(
+        sum(np.asarray(p[k], dtype=np.float64) for p in parts) for k in range(len(parts[0]))
+    )
+
+
+_COMBINE: dict[str, Callable] = {"concatenate": _concatenate, "sum": _sum}
+
+
+class _Serialised:
+    """A compiled function called under the process-wide pass lock."""
+
+    def __init__(self, function):
+        self.function = function
+
+    def __call__(self, *args):
+        with _call_lock:
+            return self.function(*args)
