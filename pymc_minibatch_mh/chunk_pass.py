@@ -91,6 +91,28 @@ def row_pass(
     return _COMBINE[combine](list(parts))
 
 
+def chunk_map(source: RowSource, task: Callable[[np.ndarray, int], object]) -> list:
+    """``task(rows, first_row)`` on every row chunk of ``source``, as one Dask computation.
+
+    The chunks are the blocks of the source as a Dask array (``dask.array.from_zarr`` for
+    a zarr array), whole along the other axes; each task computes its block where it
+    runs. ``task`` must be a module-level function (it is sent to the workers).
+    """
+    import dask
+    import dask.array as da
+
+    array = source.array
+    if not hasattr(array, "to_delayed"):  # zarr
+        array = da.from_zarr(array)
+    array = array.rechunk({axis: -1 for axis in range(1, array.ndim)}).astype(source.dtype)
+    starts = np.r_[0, np.cumsum(array.chunks[0])[:-1]].astype(int).tolist()
+    call = dask.delayed(task, pure=False)
+    blocks = array.to_delayed().reshape(-1)
+    return list(
+        dask.compute(*[call(block, start) for block, start in zip(blocks, starts, strict=True)])
+    )
+
+
 def _range_values(function, leading: tuple, start: int, stop: int, block_rows: int, combine: str):
     """One task: the function on the rows ``start:stop``, block by block, combined."""
     fn = _Serialised(function)
@@ -107,6 +129,8 @@ def _range_values(function, leading: tuple, start: int, stop: int, block_rows: i
 
 
 def _concatenate(parts: list) -> np.ndarray:
+    # A function compiled with a list of one output returns a list of one array.
+    parts = [p[0] if isinstance(p, list | tuple) and len(p) == 1 else p for p in parts]
     return np.concatenate([np.atleast_1d(np.asarray(p)) for p in parts])
 
 

@@ -8,9 +8,10 @@ decodes and Dask computes), and recently read chunks are kept up to a memory bud
 (:data:`CACHE_BYTES`), so a pass's blocks within a chunk, or a minibatch in chunks read
 recently, read nothing more. A Dask array's chunks are computed in the calling thread: in
 a task of a Dask pass, the worker running it reads them.
-``np.asarray(source)`` reads everything; the package does so only for data of at most
-:data:`MATERIALISE_ROWS` rows, and counts it (:func:`materialisations`) so that tests can
-check it does not happen for larger data.
+``np.asarray(source)`` reads everything; the package does so only for data small enough
+for its one-call full-data functions (65,536 rows, ``tall_data.FULL_PASS_ROWS``) and for
+a recognised GLM's observation vector, and counts it (:func:`materialisations`,
+``RowSource.whole_reads``) so that tests can check it.
 
 This module imports neither zarr nor Dask: it recognises their arrays by their attributes,
 so it costs nothing when they are not used.
@@ -22,10 +23,6 @@ import threading
 from collections import OrderedDict
 
 import numpy as np
-
-#: Largest number of rows the package reads whole from a chunked array (the size of its
-#: one-call full-data functions; above, everything runs block by block).
-MATERIALISE_ROWS = 65_536
 
 #: Bytes of decoded chunks a :class:`RowSource` keeps (least recently used dropped first):
 #: a pass that reads a chunk in several blocks decodes it once, and minibatches whose rows
@@ -62,7 +59,8 @@ class RowSource:
         rows read, never to the whole array.
     cache_bytes : int, optional
         Bytes of decoded chunks kept (default :data:`CACHE_BYTES`); a chunk larger than
-        this is never kept.
+        this is never kept. If the whole array fits, chunks are kept in place in one
+        array of its shape, filled as they are read (a gather is then one indexing).
     """
 
     def __init__(self, array, dtype=None, cache_bytes: int | None = None):
@@ -82,6 +80,7 @@ class RowSource:
         self._chunk_bounds = None
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._cached_bytes = 0
+        self._kept, self._kept_chunks = None, None  # all chunks, when they fit the cache
         self._lock = threading.Lock()
 
     # -- array-like attributes ------------------------------------------------------------
@@ -163,6 +162,8 @@ class RowSource:
     def _gather(self, unique: np.ndarray) -> np.ndarray:
         """The rows ``unique`` (ascending, distinct), chunk by chunk: each chunk holding
         some of them is read (decoded) once, or taken from the cache of recent chunks."""
+        if self.cache_bytes >= self.nbytes:
+            return self._gather_kept(unique)
         bounds = self._bounds()
         chunk_of = np.searchsorted(bounds, unique, side="right") - 1
         cut = np.flatnonzero(np.diff(chunk_of)) + 1
@@ -176,6 +177,22 @@ class RowSource:
             else:
                 parts.append(self._chunk(k, start, stop)[rows - start])
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _gather_kept(self, unique: np.ndarray) -> np.ndarray:
+        """:meth:`_gather` when the cache can hold all the data: decoded chunks are written
+        at their rows of one array (allocated untouched: only the pages of chunks read
+        take memory), so a gather is one indexing whatever the number of chunks."""
+        bounds = self._bounds()
+        with self._lock:
+            if self._kept is None:
+                self._kept = np.empty(self.shape, dtype=self.dtype)
+                self._kept_chunks = np.zeros(len(bounds) - 1, dtype=bool)
+        chunk_of = np.searchsorted(bounds, unique, side="right") - 1
+        for k in np.unique(chunk_of[~self._kept_chunks[chunk_of]]).tolist():
+            start, stop = int(bounds[k]), int(bounds[k + 1])
+            self._kept[start:stop] = self._read_direct(slice(start, stop))
+            self._kept_chunks[k] = True  # after the rows are written
+        return self._kept[unique]
 
     def _cacheable(self, start: int, stop: int) -> bool:
         return (stop - start) * self._row_bytes <= self.cache_bytes

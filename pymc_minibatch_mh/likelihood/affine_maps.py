@@ -22,6 +22,7 @@ from pytensor.graph.basic import Constant, Variable
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.math import Dot
 
+from pymc_minibatch_mh.chunk_pass import row_pass
 from pymc_minibatch_mh.likelihood.batching import datum_data_inputs, gather_rows
 from pymc_minibatch_mh.likelihood.chunked_data import chunked_source
 from pymc_minibatch_mh.likelihood.compiling import compile_function
@@ -97,6 +98,7 @@ class _Context:
         def evaluate(q, *extra):
             return [np.asarray(o, dtype=np.float64) for o in fn(np.asarray(q, dtype), *extra)]
 
+        evaluate.compiled, evaluate.q_dtype = fn, dtype  # for passes over chunked data
         return evaluate
 
     def compile_rows(self, output: Variable, trailing: tuple, extra_inputs=(), what: str = ""):
@@ -139,6 +141,11 @@ class _Context:
                 if value is not None and (np.ndim(value) == 0 or np.shape(value)[0] == 1):
                     row = _broadcast(value, (1, *trailing), what)[0]
                     return np.broadcast_to(row, (n_data, *trailing))
+            if reads and not extra:
+                on_chunks = _pass_over_chunks(block_fn, q, n_data)
+                if on_chunks is not None:
+                    record_rows(n_data, n_data)
+                    return _broadcast(on_chunks, (n_data, *trailing), what)
             out = np.empty((n_data, *trailing))
             for start in range(0, n_data, CHUNK_ROWS):
                 stop = min(start + CHUNK_ROWS, n_data)
@@ -180,6 +187,22 @@ class _Context:
             else:
                 parts.append(repr(var.name))
         return ", ".join(parts)
+
+
+def _pass_over_chunks(block_fn, q: np.ndarray, n_data: int) -> np.ndarray | None:
+    """A per-row graph's values on all rows as a Dask pass over the chunks of the chunked
+    data it reads (:func:`~pymc_minibatch_mh.chunk_pass.row_pass`); None for other data,
+    or if a block cannot be evaluated alone (the caller's loop then finds out why)."""
+    try:
+        return row_pass(
+            block_fn.compiled,
+            (np.asarray(q, block_fn.q_dtype),),
+            n_data,
+            block_rows=CHUNK_ROWS,
+            combine="concatenate",
+        )
+    except (ValueError, AssertionError):  # PyTensor's shape errors
+        return None
 
 
 def _refuse_outside_block(ctx: _Context, graph: Variable, what: str) -> None:

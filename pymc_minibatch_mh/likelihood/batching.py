@@ -8,8 +8,10 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
 
+from pymc_minibatch_mh.chunk_pass import chunk_map
 from pymc_minibatch_mh.likelihood.chunked_data import ChunkedRows, chunked_source
 from pymc_minibatch_mh.likelihood.graph_tools import rebuild_graph, tensor_data_inputs
+from pymc_minibatch_mh.row_source import RowSource
 
 _INTEGER_KINDS = "iu"
 _INEXACT_KINDS = "fc"  # dtypes that can hold NaN or inf
@@ -90,11 +92,12 @@ def non_finite_entries(value: np.ndarray, chunk_rows: int = CHUNK_ROWS) -> tuple
     """Count the NaN or inf entries of an array in one pass over chunks of rows.
 
     Only ``chunk_rows`` rows are in memory at a time, so a ``np.memmap`` is not loaded
-    whole. Integer and boolean arrays cannot hold NaN and are skipped without reading.
+    whole; chunked data (zarr / Dask) are counted by one Dask task per chunk. Integer and
+    boolean arrays cannot hold NaN and are skipped without reading.
 
     Parameters
     ----------
-    value : numpy.ndarray
+    value : numpy.ndarray or RowSource
         An array with the rows along axis 0 (at least one dimension).
     chunk_rows : int, default CHUNK_ROWS
         Rows per chunk.
@@ -108,6 +111,10 @@ def non_finite_entries(value: np.ndarray, chunk_rows: int = CHUNK_ROWS) -> tuple
     """
     if value.dtype.kind not in _INEXACT_KINDS:
         return 0, None
+    if isinstance(value, RowSource):  # chunked data: one Dask task per chunk
+        found = chunk_map(value, _non_finite_in)
+        firsts = [first for _, first in found if first is not None]
+        return sum(count for count, _ in found), (min(firsts) if firsts else None)
     count, first_row = 0, None
     for start in range(0, value.shape[0], chunk_rows):
         bad = ~np.isfinite(value[start : start + chunk_rows])
@@ -117,6 +124,16 @@ def non_finite_entries(value: np.ndarray, chunk_rows: int = CHUNK_ROWS) -> tuple
             first_row = start + int(np.argmax(bad_rows))
         count += n_bad
     return count, first_row
+
+
+def _non_finite_in(rows: np.ndarray, first_row: int) -> tuple[int, int | None]:
+    """Non-finite entries of one chunk of rows, and the first row (in the data) holding
+    one."""
+    bad = ~np.isfinite(rows)
+    count = int(np.count_nonzero(bad))
+    if not count:
+        return 0, None
+    return count, first_row + int(np.argmax(bad.reshape(bad.shape[0], -1).any(axis=1)))
 
 
 def _has_datum_axis(value: np.ndarray, n_data: int) -> bool:

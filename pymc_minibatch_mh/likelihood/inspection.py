@@ -279,4 +279,5 @@ def _describe_data_input(
     readers = ", ".join(map(repr, users))
     if var.name:
         return f"data input {var.name!r} (read by the likelihood of {readers})"
-    return f"a numpy array of shape {value.shape} (read by the likelihood of {readers})"
+    kind = "a numpy array" if isinstance(value, np.ndarray) else "a chunked_data array"
+    return f"{kind} of shape {value.shape} (read by the likelihood of {readers})"

@@ -314,11 +314,14 @@ def test_large_chunked_covariates_are_never_read_whole(tmp_path, rng):
     assert source.whole_reads == 1
 
 
-def test_row_source_reads_rows_as_numpy_indexing_does(tmp_path, rng):
+# Caches: all the data (kept in place), two chunks of 7 or 9 rows (least recently used
+# dropped), none (every read from the array).
+@pytest.mark.parametrize("cache_bytes", [None, 2 * 9 * 3 * 4, 1])
+def test_row_source_reads_rows_as_numpy_indexing_does(tmp_path, rng, cache_bytes):
     da = _dask_array()
     x = rng.normal(size=(50, 3)).astype(np.float32)
     for array in (_zarr(tmp_path, "x", x, 7), da.from_array(x, chunks=(9, 3))):
-        source = RowSource(array)
+        source = RowSource(array, cache_bytes=cache_bytes)
         idx = np.array([3, 49, 3, 0, 20, 21, 8])
         np.testing.assert_array_equal(source[idx], x[idx])
         np.testing.assert_array_equal(source[10:13], x[10:13])  # inside one chunk
@@ -326,8 +329,12 @@ def test_row_source_reads_rows_as_numpy_indexing_does(tmp_path, rng):
         np.testing.assert_array_equal(source[idx, 1], x[idx, 1])
         np.testing.assert_array_equal(source[np.array([4, 5, 6])], x[4:7])
         np.testing.assert_array_equal(source.astype(np.float64)[idx], x[idx].astype(np.float64))
+        for _ in range(3):  # again, from whatever the cache holds now
+            batch = rng.integers(0, 50, size=12)
+            np.testing.assert_array_equal(source[batch], x[batch])
         assert source[idx].dtype == np.float32 and source.whole_reads == 0
         assert source.row_chunks()[-1][1] == 50
+        assert source._cached_bytes <= max(source.cache_bytes, 9 * 3 * 4)
 
 
 def test_chunked_data_refuses_numpy_with_a_pointer_to_the_numpy_way():
@@ -372,3 +379,23 @@ def test_full_data_pass_on_a_local_cluster_matches_the_numpy_pass(tmp_path, rng)
     assert workers and workers <= known
     # Negative control: another parameter vector gives another pass.
     assert not np.allclose(on_zarr.loglik_full(q + 0.5), expected, rtol=1e-6)
+
+
+def test_non_finite_chunked_data_is_refused_with_its_first_row(rng):
+    zarr = pytest.importorskip("zarr")
+    da = _dask_array()
+    x, y = _rows(rng, N)
+    x[2001, 2], x[2500, 0] = np.nan, np.inf
+    arrays = (
+        zarr.create_array(store={}, data=x, chunks=(700, 4)),
+        da.from_array(x, chunks=(500, 2)),  # split along the columns too
+    )
+    for array in arrays:
+        with _logistic(chunked_data(array), y), pytest.raises(ValueError) as refused:
+            TunaMH()
+        assert "2 non-finite entries" in str(refused.value)
+        assert "the first is in row 2001" in str(refused.value)
+    # Negative control: the same data without the bad entries are accepted.
+    x[2001, 2], x[2500, 0] = 0.0, 0.0
+    with _logistic(chunked_data(zarr.create_array(store={}, data=x, chunks=(700, 4))), y):
+        TunaMH()
