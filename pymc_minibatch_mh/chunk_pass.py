@@ -113,6 +113,43 @@ def chunk_map(source: RowSource, task: Callable[[np.ndarray, int], object]) -> l
     )
 
 
+def design_pass(design, task: Callable, args: tuple = ()) -> np.ndarray | None:
+    """``task(design[rows], *args)`` (one value per row) over all rows of a
+    :class:`~pymc_minibatch_mh.row_design.RowDesign` whose features are chunked data, as
+    one Dask task per row chunk of those data, the values concatenated; None for any
+    other design (the caller then loops in its own thread).
+
+    The design is sent to the workers once per pass (one Dask key); each task forms its
+    float64 rows block by block (:func:`~pymc_minibatch_mh.row_design.rows_per_chunk`).
+    ``task`` is plain numpy, so Dask's threads run tasks in parallel.
+    """
+    from pymc_minibatch_mh.row_design import RowDesign
+
+    if not isinstance(design, RowDesign):
+        return None
+    sources = [b.features for b in design.blocks if isinstance(b.features, RowSource)]
+    if not sources:
+        return None
+    import dask
+
+    shared = dask.delayed(design, pure=False, traverse=False)
+    call = dask.delayed(_design_values, pure=False)
+    parts = dask.compute(
+        *[call(shared, start, stop, task, args) for start, stop in sources[0].row_chunks()]
+    )
+    return _concatenate(list(parts))
+
+
+def _design_values(design, start: int, stop: int, task: Callable, args: tuple) -> np.ndarray:
+    """One task of :func:`design_pass`: the rows ``start:stop`` block by block."""
+    from pymc_minibatch_mh.row_design import rows_per_chunk
+
+    step = rows_per_chunk(design.shape[1])
+    return np.concatenate(
+        [task(design[a : min(a + step, stop)], *args) for a in range(start, stop, step)]
+    )
+
+
 def _range_values(function, leading: tuple, start: int, stop: int, block_rows: int, combine: str):
     """One task: the function on the rows ``start:stop``, block by block, combined."""
     fn = _Serialised(function)

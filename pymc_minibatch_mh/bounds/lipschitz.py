@@ -49,6 +49,7 @@ import numpy as np
 from scipy import linalg
 
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
+from pymc_minibatch_mh.chunk_pass import design_pass
 from pymc_minibatch_mh.passes import record_rows
 from pymc_minibatch_mh.row_design import design_rows, rows_per_chunk
 
@@ -324,7 +325,8 @@ def expected_batch_size(chi: float, total: float, metric_value: float) -> float:
 
 
 def _row_norms(design: np.ndarray, chol: np.ndarray | None) -> np.ndarray:
-    """``||L^T x_i||_2`` (``||x_i||_2`` without ``L``) for every row, in chunks."""
+    """``||L^T x_i||_2`` (``||x_i||_2`` without ``L``) for every row, in chunks (as Dask
+    tasks when the design's features are chunked data)."""
     design = design_rows(design)
     record_rows(design.shape[0], design.shape[0])
     if chol is not None:
@@ -333,13 +335,20 @@ def _row_norms(design: np.ndarray, chol: np.ndarray | None) -> np.ndarray:
             raise ValueError(
                 f"chol has shape {chol.shape}, expected ({design.shape[1]}, {design.shape[1]})."
             )
+    on_chunks = design_pass(design, _norms_of_rows, (chol,))
+    if on_chunks is not None:  # features in chunked data: one Dask task per chunk
+        return on_chunks
     out = np.empty(design.shape[0])
     step = rows_per_chunk(design.shape[1])
     for start in range(0, design.shape[0], step):
-        block = design[start : start + step]
-        block = block if chol is None else block @ chol
-        out[start : start + step] = np.sqrt(np.einsum("ij,ij->i", block, block))
+        out[start : start + step] = _norms_of_rows(design[start : start + step], chol)
     return out
+
+
+def _norms_of_rows(block: np.ndarray, chol: np.ndarray | None) -> np.ndarray:
+    """``||L^T x_i||_2`` of the rows of a block of the design."""
+    block = block if chol is None else block @ chol
+    return np.sqrt(np.einsum("ij,ij->i", block, block))
 
 
 def _validated_box(box) -> tuple[np.ndarray, np.ndarray]:

@@ -11,6 +11,7 @@ import pytest
 from pymc.pytensorf import make_shared_replacements
 
 from pymc_minibatch_mh import MinibatchBarker, TunaMH, chunked_data
+from pymc_minibatch_mh.bounds.lipschitz import _row_norms
 from pymc_minibatch_mh.chunk_pass import chunked_sources
 from pymc_minibatch_mh.likelihood import affine_maps, build_tall_data
 from pymc_minibatch_mh.likelihood.linear_predictor import recognise_linear_predictor
@@ -354,12 +355,11 @@ def test_full_data_pass_on_a_local_cluster_matches_the_numpy_pass(tmp_path, rng)
     n = 70_000  # above one block: the pass is one Dask task per chunk
     x, y = _rows(rng, n)
     in_memory = _tall(_logistic(x, y))
-    on_zarr = _tall(
-        _logistic(
-            chunked_data(da.from_zarr(_zarr(tmp_path, "x", x, 20_000))),
-            chunked_data(_zarr(tmp_path, "y", y, 20_000)),
-        )
+    zarr_model = _logistic(
+        chunked_data(da.from_zarr(_zarr(tmp_path, "x", x, 20_000))),
+        chunked_data(_zarr(tmp_path, "y", y, 20_000)),
     )
+    on_zarr = _tall(zarr_model)
     assert chunked_sources(on_zarr._loglik_fn)  # the pass below goes through Dask
     q = 0.1 * rng.normal(size=in_memory.ndim)
     expected = in_memory.loglik_full(q)
@@ -371,11 +371,16 @@ def test_full_data_pass_on_a_local_cluster_matches_the_numpy_pass(tmp_path, rng)
     ):
         with distributed.get_task_stream(client) as stream:
             got = on_zarr.loglik_full(q)
+            # The recogniser's passes and a bound's pass over the design, on the cluster.
+            norms = _row_norms(_recognise(zarr_model).design, None)
         tasks = [t for t in stream.data if "_range_values" in str(t["key"])]
-        workers = {t["worker"] for t in tasks}
+        design_tasks = [t for t in stream.data if "_design_values" in str(t["key"])]
+        workers = {t["worker"] for t in tasks + design_tasks}
         known = set(client.scheduler_info()["workers"])
     np.testing.assert_allclose(got, expected, rtol=1e-6)
-    assert len(tasks) == 4  # one task per chunk, run by the cluster's workers
+    np.testing.assert_allclose(norms, _row_norms(_recognise(_logistic(x, y)).design, None))
+    assert len(tasks) >= 4  # one task per chunk and pass, run by the cluster's workers
+    assert len(design_tasks) == 4
     assert workers and workers <= known
     # Negative control: another parameter vector gives another pass.
     assert not np.allclose(on_zarr.loglik_full(q + 0.5), expected, rtol=1e-6)
