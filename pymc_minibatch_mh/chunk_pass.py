@@ -31,18 +31,10 @@ _call_lock = threading.Lock()
 
 
 def chunked_sources(function) -> list[RowSource]:
-    """The chunked data a compiled function reads (through ``ChunkedRows`` nodes or as
-    data inputs), in a fixed order; empty for numpy and memmap data."""
-    from pymc_minibatch_mh.likelihood.chunked_data import ChunkedRows
-
-    found = [d for d in getattr(function, "data", ()) if isinstance(d, RowSource)]
-    found += [source for source, _ in getattr(function, "gathers", ())]
-    maker = getattr(function, "maker", None)
-    if maker is not None:
-        for node in maker.fgraph.toposort():
-            if isinstance(node.op, ChunkedRows) and all(node.op.source is not s for s in found):
-                found.append(node.op.source)
-    return found
+    """The chunked data whose rows a compiled function reads (its ``gathers``, see
+    :class:`~pymc_minibatch_mh.likelihood.compiling.DataBoundFunction`), in order; empty
+    for numpy and memmap data."""
+    return [source for source, _ in getattr(function, "gathers", ())]
 
 
 def row_pass(
@@ -152,16 +144,16 @@ def _design_values(design, start: int, stop: int, task: Callable, args: tuple) -
 
 def _range_values(function, leading: tuple, start: int, stop: int, block_rows: int, combine: str):
     """One task: the function on the rows ``start:stop``, block by block, combined."""
-    fn = _Serialised(function)
     # Arrays that crossed to a worker process may come unaligned out of its message
     # buffer; compiled functions called with trust_input need aligned, contiguous ones.
     leading = tuple(
         np.require(a, requirements=("C", "A")) if isinstance(a, np.ndarray) else a for a in leading
     )
-    parts = [
-        fn(*leading, np.arange(a, min(a + block_rows, stop), dtype=np.int64))
-        for a in range(start, stop, block_rows)
-    ]
+    parts = []
+    for a in range(start, stop, block_rows):
+        rows = np.arange(a, min(a + block_rows, stop), dtype=np.int64)
+        with _call_lock:  # one call of a compiled function at a time in this process
+            parts.append(function(*leading, rows))
     return _COMBINE[combine](parts)
 
 
@@ -178,14 +170,3 @@ def _sum(parts: list) -> tuple:
 
 
 _COMBINE: dict[str, Callable] = {"concatenate": _concatenate, "sum": _sum}
-
-
-class _Serialised:
-    """A compiled function called under the process-wide pass lock."""
-
-    def __init__(self, function):
-        self.function = function
-
-    def __call__(self, *args):
-        with _call_lock:
-            return self.function(*args)

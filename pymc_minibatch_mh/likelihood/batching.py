@@ -117,11 +117,9 @@ def non_finite_entries(value: np.ndarray, chunk_rows: int = CHUNK_ROWS) -> tuple
         return sum(count for count, _ in found), (min(firsts) if firsts else None)
     count, first_row = 0, None
     for start in range(0, value.shape[0], chunk_rows):
-        bad = ~np.isfinite(value[start : start + chunk_rows])
-        n_bad = int(np.count_nonzero(bad))
-        if n_bad and first_row is None:
-            bad_rows = bad.reshape(bad.shape[0], -1).any(axis=1)
-            first_row = start + int(np.argmax(bad_rows))
+        n_bad, first = _non_finite_in(value[start : start + chunk_rows], start)
+        if first_row is None:
+            first_row = first
         count += n_bad
     return count, first_row
 

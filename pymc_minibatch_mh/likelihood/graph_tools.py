@@ -61,11 +61,13 @@ def data_value(var: Variable) -> np.ndarray | RowSource | None:
 
 
 def data_leaves(outputs: Iterable[Variable]) -> list[Variable]:
-    """The graph's inputs followed by its :func:`chunked_data` tensors (which have an
-    owner without inputs, so are not graph inputs)."""
-    outputs = list(outputs)
-    chunked = [var for var in ancestors(outputs) if chunked_source(var) is not None]
-    return [*graph_inputs(outputs), *chunked]
+    """The graph's inputs and its :func:`chunked_data` tensors (which have an owner
+    without inputs, so are not graph inputs), in one walk of the graph."""
+    return [
+        var
+        for var in ancestors(list(outputs))
+        if var.owner is None or chunked_source(var) is not None
+    ]
 
 
 def tensor_data_inputs(outputs: Iterable[Variable]) -> list[tuple[Variable, np.ndarray]]:

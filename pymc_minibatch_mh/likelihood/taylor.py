@@ -300,27 +300,28 @@ def chunked_taylor_sums(
     reference = np.asarray(reference, dtype=np.float64)
     value, grad, hess = 0.0, np.zeros(reference.size), np.zeros((reference.size,) * 2)
     n_rows = n_data if rows is None else len(rows)
-    starts = range(0, n_rows, chunk_rows)
+    # Chunked data: one Dask task per chunk, sums combined.
     on_chunks = None
-    if rows is None:  # chunked data: one Dask task per chunk, sums combined
+    if rows is None:
         on_chunks = row_pass(
             derivatives, (reference,), n_data, block_rows=chunk_rows, combine="sum"
         )
     if on_chunks is not None:
         value, grad, hess = float(on_chunks[0]), on_chunks[1], on_chunks[2]
         record_rows(n_data, n_data)
-        starts = range(0)
-    for start in progress_bar(starts, "Taylor sums over the data", enabled=progressbar):
-        stop = min(start + chunk_rows, n_rows)
-        if rows is None:
-            idx = np.arange(start, stop, dtype=np.int64)
-        else:
-            idx = np.asarray(rows[start:stop], dtype=np.int64)
-        v, g, h = derivatives(reference, idx)
-        record_rows(idx.size, n_data)
-        value += float(v)
-        grad += g
-        hess += h
+    else:
+        starts = range(0, n_rows, chunk_rows)
+        for start in progress_bar(starts, "Taylor sums over the data", enabled=progressbar):
+            stop = min(start + chunk_rows, n_rows)
+            if rows is None:
+                idx = np.arange(start, stop, dtype=np.int64)
+            else:
+                idx = np.asarray(rows[start:stop], dtype=np.int64)
+            v, g, h = derivatives(reference, idx)
+            record_rows(idx.size, n_data)
+            value += float(v)
+            grad += g
+            hess += h
     hess = 0.5 * (hess + hess.T)
     if rows is not None:
         scale = n_data / n_rows

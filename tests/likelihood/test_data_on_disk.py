@@ -297,18 +297,7 @@ def test_large_chunked_covariates_are_never_read_whole(tmp_path, rng):
     zx = _zarr(tmp_path, "x", x, 16_384)
     tensor = chunked_data(zx)
     source = tensor.owner.op.source
-    model = _logistic(tensor, chunked_data(_zarr(tmp_path, "y", y, 16_384)))
-    with model:
-        step = TunaMH()
-        pm.sample(
-            step=step,
-            draws=30,
-            tune=30,
-            chains=1,
-            random_seed=1,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
+    _draws(_logistic(tensor, chunked_data(_zarr(tmp_path, "y", y, 16_384))), TunaMH)
     assert source.whole_reads == 0
     # Negative control: the counter sees a whole read.
     np.asarray(source)
