@@ -59,6 +59,35 @@ class FeatureBlock:
             object.__setattr__(self, name, restored(value))
 
 
+@dataclass(frozen=True, eq=False)
+class IndexedColumns:
+    """Columns of which each row touches at most one: ``design[i, columns[index[i]]] +=
+    value[i]`` (nothing where ``index[i] = -1``), e.g. a group intercept ``a[g]`` or a
+    varying slope ``b[g] * x``. Stored in ``O(N)`` instead of ``O(N G)``.
+
+    Attributes
+    ----------
+    columns : ndarray of int, shape (G,)
+        The block coordinates of the variable.
+    index : ndarray of int32, shape (N,)
+        Which of them each row touches (``-1``: none).
+    value : float or ndarray of shape (N,)
+        The entry of each row (0 where none).
+    """
+
+    columns: np.ndarray
+    index: np.ndarray
+    value: float | np.ndarray
+
+    def rows(self, rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(positions among rows, columns, values)`` of the touched entries of ``rows``."""
+        index = np.asarray(self.index[rows])
+        value = self.value if np.ndim(self.value) == 0 else np.asarray(self.value[rows])
+        where = np.flatnonzero(index >= 0)
+        values = np.broadcast_to(value, index.shape)[where]
+        return where, self.columns[index[where]], values
+
+
 class RowDesign:
     """An ``(N, D)`` float64 design matrix formed row block by row block.
 
@@ -93,8 +122,13 @@ class RowDesign:
         constant_row: np.ndarray | None = None,
         dense: np.ndarray | None = None,
         dense_columns=None,
+        indexed=(),
     ):
         self.n_rows, self.n_cols = int(n_rows), int(n_cols)
+        self.indexed = tuple(indexed)
+        for part in self.indexed:
+            if part.index.shape != (self.n_rows,) or np.any(part.columns >= self.n_cols):
+                raise ValueError("Indexed columns must give one index per row and valid columns.")
         self.blocks = tuple(blocks)
         row = np.zeros(n_cols) if constant_row is None else np.asarray(constant_row, np.float64)
         if row.shape != (n_cols,):
@@ -134,7 +168,10 @@ class RowDesign:
 
     def __repr__(self) -> str:
         kinds = [f"{b.features.dtype}{list(b.features.shape)}" for b in self.blocks]
-        return f"RowDesign(shape={self.shape}, features={kinds}, dense={self.dense is not None})"
+        return (
+            f"RowDesign(shape={self.shape}, features={kinds}, dense={self.dense is not None}, "
+            f"indexed={len(self.indexed)})"
+        )
 
     def __getitem__(self, rows) -> np.ndarray:
         """Dense float64 rows: ``rows`` is a slice, an integer array or an integer."""
@@ -159,6 +196,9 @@ class RowDesign:
             )
         if self.dense is not None:
             out[:, self.dense_columns] += self.dense[rows]
+        for part in self.indexed:
+            where, cols, values = part.rows(rows)
+            out[where, cols] += values
         return out[0] if scalar else out
 
     def chunks(self, chunk_rows: int | None = None) -> Iterator[tuple[slice, np.ndarray]]:
@@ -195,6 +235,9 @@ class RowDesign:
             out += const
         if self.dense is not None:
             out += self.dense[rows] @ w[self.dense_columns]
+        for part in self.indexed:
+            where, cols, values = part.rows(rows)
+            out[where] += values.reshape(-1, *([1] * (w.ndim - 1))) * w[cols]
         return out
 
     def __matmul__(self, w) -> np.ndarray:
@@ -203,6 +246,47 @@ class RowDesign:
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         whole = self[slice(None)]
         return whole if dtype is None else whole.astype(dtype, copy=False)
+
+
+def row_supports(design, max_own: int = 8) -> tuple[np.ndarray, np.ndarray] | None:
+    """The coordinates each row of a :class:`RowDesign` touches: ``(patterns, shared)``.
+
+    ``shared`` holds the columns of the products' coefficient maps and of the constant
+    row (every row may touch them); ``patterns`` (N, r) the per-row columns that are
+    nonzero on that row, padded with ``-1``. None for other designs, or when some row
+    touches more than ``max_own`` per-row columns (no sparse structure to use). One pass
+    over the per-row columns, in blocks of rows.
+    """
+    if not isinstance(design, RowDesign) or (design.dense is None and not design.indexed):
+        return None
+    shared = [np.flatnonzero(design.constant_row)]
+    for block in design.blocks:
+        shared.append(np.flatnonzero(np.any(np.asarray(block.coef_map) != 0, axis=0)))
+    shared = np.unique(np.concatenate(shared)).astype(np.int64)
+    n = design.n_rows
+    parts = [
+        np.where(part.index >= 0, part.columns[np.maximum(part.index, 0)], -1)[:, None]
+        for part in design.indexed
+    ]
+    if design.dense is not None:
+        dense, columns = design.dense, np.asarray(design.dense_columns, dtype=np.int64)
+        step = rows_per_chunk(dense.shape[1])
+        counts = np.empty(n, dtype=np.int64)
+        for start in range(0, n, step):
+            counts[start : start + step] = np.count_nonzero(dense[start : start + step], axis=1)
+        width = int(counts.max()) if n else 0
+        if width > max_own:
+            return None
+        own = np.full((n, width), -1, dtype=np.int64)
+        for start in range(0, n, step):
+            rows, cols = np.nonzero(dense[start : start + step])
+            first = np.searchsorted(rows, rows, side="left")
+            own[start + rows, np.arange(rows.size) - first] = columns[cols]
+        parts.append(own)
+    patterns = np.concatenate(parts, axis=1) if parts else np.empty((n, 0), np.int64)
+    if patterns.shape[1] == 0 or patterns.shape[1] > max_own:
+        return None
+    return patterns.astype(np.int64), shared
 
 
 def design_rows(design) -> np.ndarray | RowDesign:

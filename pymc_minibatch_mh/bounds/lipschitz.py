@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import linalg
 
+from pymc_minibatch_mh.bounds.row_cells import RowCells
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.chunk_pass import design_pass
 from pymc_minibatch_mh.passes import record_rows
@@ -138,6 +139,10 @@ class LipschitzBound:
     region : TrustRegion, optional
         An ellipsoid on which the bound holds (see
         :mod:`pymc_minibatch_mh.bounds.trust_region`); treated like the box.
+    cells : RowCells, optional
+        Rows grouped by the coordinates they touch, each cell with its own metric
+        (:mod:`pymc_minibatch_mh.bounds.row_cells`): the bound of row ``i`` is then
+        ``c_i M_cell(i)(q, q')`` and ``metric`` is not used by TunaMH.
 
     Attributes
     ----------
@@ -166,6 +171,7 @@ class LipschitzBound:
     description: str = "user-supplied constants"
     box: tuple[np.ndarray, np.ndarray] | None = None
     region: TrustRegion | None = None
+    cells: RowCells | None = None
     C: float = field(init=False)
 
     def __deepcopy__(self, memo) -> LipschitzBound:

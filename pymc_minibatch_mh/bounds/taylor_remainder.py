@@ -113,6 +113,7 @@ from pymc_minibatch_mh.bounds.lipschitz import (
     UnsupportedBound,
     _row_norms,
 )
+from pymc_minibatch_mh.bounds.row_cells import CellRegion, RowCells
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
 from pymc_minibatch_mh.passes import record_rows
 from pymc_minibatch_mh.row_design import design_rows
@@ -295,6 +296,7 @@ def taylor_remainder_bound(
     *,
     chol: np.ndarray | None = None,
     radius: float | None = None,
+    cells: RowCells | None = None,
 ) -> LipschitzBound:
     """TunaMH bound for the Taylor-remainder differences around ``reference``.
 
@@ -312,6 +314,11 @@ def taylor_remainder_bound(
     radius : float, optional
         Radius of the trust region in units of ``L`` (default
         :func:`~pymc_minibatch_mh.bounds.trust_region.default_radius`).
+    cells : RowCells, optional
+        Rows grouped by the coordinates they touch (built with ``reference`` and ``chol``,
+        :mod:`pymc_minibatch_mh.bounds.row_cells`): the bound then has a metric per cell,
+        and a trust region, where one is needed, is a :class:`CellRegion` whose per-cell
+        radius is ``sqrt(|T|)`` plus the margin of ``radius`` over ``sqrt(D)``.
 
     Returns
     -------
@@ -353,9 +360,12 @@ def taylor_remainder_bound(
                 f"{' with a free scale' if lp.free_scale else ''} holds on a trust region "
                 "shaped by the Laplace covariance, which is not available here."
             )
-        region = TrustRegion(
-            reference, chol, default_radius(reference.size) if radius is None else radius
-        )
+        radius = default_radius(reference.size) if radius is None else radius
+        if cells is None:
+            region = TrustRegion(reference, chol, radius)
+        else:
+            margin = max(radius - math.sqrt(reference.size), 1.0)
+            region = CellRegion.around(cells, chol, margin)
     if getattr(lp, "free_scale", False):
         c = _free_scale_constants(lp, region)
     else:
@@ -364,7 +374,7 @@ def taylor_remainder_bound(
             eta = lp.linear_predictor(reference)
             record_rows(lp.n_data, lp.n_data)
             with np.errstate(over="ignore"):
-                l3 = np.exp(eta + region.radius * norms)
+                l3 = np.exp(eta + region.row_radii() * norms)
         else:
             l3 = third_derivative_bound(lp)
         # c = 0.5 * l3 * norms**3, with no further N-long temporaries (same values: the
@@ -381,12 +391,25 @@ def taylor_remainder_bound(
             "region: the linear predictor is too large there. Use MinibatchBarker / Austere."
         )
     scale = " with a free scale" if getattr(lp, "free_scale", False) else ""
-    where = f", on a trust region of radius {region.radius:.3g}" if region is not None else ""
+    where = ""
+    if isinstance(region, CellRegion):
+        where = (
+            f", on a trust region of radius {region.radius:.3g} to "
+            f"{float(region.radii.max()):.3g} in each cell"
+        )
+    elif region is not None:
+        where = f", on a trust region of radius {region.radius:.3g}"
+    if cells is not None:
+        where += (
+            f"; a metric per cell of rows that touch the same coordinates "
+            f"({cells.n_cells} cells of at most {cells.width} coordinates)"
+        )
     return LipschitzBound(
         c,
         RemainderMetric(reference, chol),
         description=f"second-order Taylor remainder of a {lp.family} likelihood{scale}{where}",
         region=region,
+        cells=cells,
     )
 
 
@@ -416,7 +439,7 @@ def _softmax_constants(lp: LinearPredictorLikelihood, chol: np.ndarray | None) -
 
 def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) -> np.ndarray:
     """``c_i = T3_i ||W A_i L||^3 / 2`` for Normal / Student-t with a free scale."""
-    chol, rho = region.chol, region.radius
+    chol, rho = region.chol, region.row_radii()  # a float, or one radius per row (cells)
     z = np.asarray(lp.scale_row, dtype=np.float64)
     lz = chol.T @ z
     czz = float(lz @ lz)
@@ -425,7 +448,7 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
     # Channel units: eta in units of the reference sigma (location-scale families); the
     # negative binomial's channels (log mean, log alpha) are used as they are.
     w = 1.0 if lp.family == "negative_binomial" else math.exp(-s_star)
-    big_e = math.exp(s_half)  # largest e^{-delta} on the region
+    big_e = np.exp(s_half)  # largest e^{-delta} on the region
     design = design_rows(lp.design)
     n = design.shape[0]
     xsx = np.empty(n)
@@ -444,7 +467,7 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
         eta = lp.linear_predictor(region.centre)
         record_rows(n, n)
         residual = np.abs(np.asarray(lp.observed, dtype=np.float64) - eta) + rho * np.sqrt(xsx)
-        u_max = residual * math.exp(s_half - s_star)
+        u_max = residual * np.exp(s_half - s_star)
         t3 = np.sqrt(12.0 * big_e**4 + 48.0 * u_max**2 * big_e**2 + 16.0 * u_max**4)
     else:
         nu = np.unique(np.asarray(lp.params["nu"], dtype=np.float64))
@@ -453,7 +476,7 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
                 "Student-t with a free scale needs one nu for all data (got several values)."
             )
         b1, b2, b3, b4 = student_t_scale_constants(float(nu[0]))
-        t3 = math.sqrt(b1**2 * big_e**6 + 3 * b2**2 * big_e**4 + 3 * b3**2 * big_e**2 + b4**2)
+        t3 = np.sqrt(b1**2 * big_e**6 + 3 * b2**2 * big_e**4 + 3 * b3**2 * big_e**2 + b4**2)
     return 0.5 * t3 * op_norm_sq**1.5
 
 
@@ -464,9 +487,10 @@ def _negative_binomial_t3(lp, region: TrustRegion, eta_sd, t_star, t_half) -> np
     eta = lp.linear_predictor(region.centre)
     record_rows(y.size, y.size)
     with np.errstate(over="ignore"):
-        mu_lo = np.exp(eta - region.radius * eta_sd)
-        mu_hi = np.exp(eta + region.radius * eta_sd)
-    alpha_lo, alpha_hi = math.exp(t_star - t_half), math.exp(t_star + t_half)
+        rho = region.row_radii()
+        mu_lo = np.exp(eta - rho * eta_sd)
+        mu_hi = np.exp(eta + rho * eta_sd)
+    alpha_lo, alpha_hi = np.exp(t_star - t_half), np.exp(t_star + t_half)
     k = LOGISTIC_THIRD_DERIVATIVE  # sup |p q (q - p)| = sqrt(3) / 18
     eee = (alpha_hi + y) * k
     eet = k * y + 8.0 / 27.0 * alpha_hi  # p q (q - p) y - 2 alpha p^2 q, sup p^2 q = 4/27

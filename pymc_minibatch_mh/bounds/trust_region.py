@@ -86,6 +86,14 @@ class TrustRegion:
         """Whether ``q`` lies in the region (boundary included; NaN is outside)."""
         return self.distance(q) <= self.radius
 
+    def margin(self, q: np.ndarray) -> float:
+        """How far, in Laplace sds, ``q`` is from the boundary (negative outside)."""
+        return self.radius - self.distance(q)
+
+    def row_radii(self) -> float:
+        """The radius every row's constants use (one for the whole ellipsoid)."""
+        return self.radius
+
     def half_width(self, direction: np.ndarray) -> float:
         """``rho ||L^T a||``: how far ``a . q`` moves from ``a . centre`` over the region."""
         return self.radius * float(np.linalg.norm(self.chol.T @ np.asarray(direction, float)))

@@ -9,7 +9,8 @@ Each datum gets a binary brightness ``z_n``. Given strictly positive lower bound
 
 has the exact posterior as its ``q`` marginal, and
 ``p(z_n = 1 | q) = 1 - B_n / L_n``. One iteration of :func:`firefly_kernel`
-updates ``q`` given ``z`` (random-walk Metropolis, or MALA with gradients) and
+updates ``q`` given ``z`` (random-walk Metropolis, MALA, or HMC with the bright set held
+fixed, see :func:`hmc_theta_update`) and
 then every ``z_n`` given ``q`` with the implicit Metropolis–Hastings scheme:
 bright points always propose to go dark (accepted with probability
 ``min(1, q_db / Ltilde_n)``, using the ``Ltilde_n`` cached by the ``q`` step) and
@@ -71,9 +72,10 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from pymc_minibatch_mh.kernels.proposals import RandomWalkProposal
+from pymc_minibatch_mh.kernels.surrogate_hmc import MAX_LEAPFROG_STEPS, TRAJECTORY_RANGE
 from pymc_minibatch_mh.kernels.target import TallTarget
 
-THETA_UPDATES = ("rw", "mala")
+THETA_UPDATES = ("rw", "mala", "hmc")
 
 
 class InvalidBoundError(ValueError):
@@ -345,8 +347,9 @@ class FireflySettings:
         Probability in ``(0, 1]`` that a dark point proposes to become bright.
     temperature : float
         ``K``: likelihood and bounds are raised to ``1/K`` (the prior is not).
-    theta_update : {"rw", "mala"}
-        Random-walk Metropolis or Metropolis-adjusted Langevin for ``q | z``.
+    theta_update : {"rw", "mala", "hmc"}
+        Random-walk Metropolis, Metropolis-adjusted Langevin or Hamiltonian Monte Carlo
+        for ``q | z``.
     check_bound : bool
         Raise :class:`InvalidBoundError` when a gap proves ``B_n > L_n``.
     bound_tolerance : float
@@ -385,7 +388,7 @@ class FireflyInfo:
         dark points proposed for brightening (distinct data rows).
     n_lik_evals : int
         Per-datum likelihood evaluations (equals ``batch_size`` for random-walk
-        updates; MALA adds the gradient passes over the bright points).
+        updates; MALA and HMC add their value and gradient passes over the bright points).
     n_bright : int
         Bright points after the iteration.
     region_exits : int
@@ -602,6 +605,8 @@ def theta_update(
     """
     temp = settings.temperature
     bright = np.asarray(state.store.bright_indices(), dtype=np.int64)
+    if settings.theta_update == "hmc":
+        return hmc_theta_update(rng, state, target, bound, settings, scaling, proposal.chol)
     n_evals = 0
     mala = settings.theta_update == "mala"
     if mala:
@@ -662,14 +667,129 @@ def theta_update(
         return False, 0.0, bright.size, n_evals, 0
     accept_prob = math.exp(min(0.0, log_ratio))
     if log_v <= log_ratio:
-        state.position = new
-        state.logprior = lp_new
-        state.bound_sum = bound_sum_new
-        state.log_lt[bright] = log_lt_new
-        state.prior_grad = prior_grad_new
-        state.data_grad = data_grad_new
+        _move(state, new, bright, lp_new, bound_sum_new, log_lt_new, prior_grad_new, data_grad_new)
         return True, accept_prob, bright.size, n_evals, 0
     return False, accept_prob, bright.size, n_evals, 0
+
+
+def _move(state, q, bright, logprior, bound_sum, log_lt, prior_grad, data_grad) -> None:
+    """Accept ``q`` given the bright set: position and everything cached at it, in place."""
+    state.position = q
+    state.logprior = logprior
+    state.bound_sum = bound_sum
+    state.log_lt[bright] = log_lt
+    state.prior_grad = prior_grad
+    state.data_grad = data_grad
+
+
+def _conditional_at(q, bright, target, bound, settings):
+    """``(log density, prior grad, data grad, log Ltilde of the bright rows, bound sum)``
+    of ``q | z`` at ``q``, or None where it is 0 (outside the prior support or the trust
+    region, or a bright point with ``Ltilde = 0``)."""
+    region = getattr(bound, "region", None)
+    if region is not None and not region.contains(q):
+        return None
+    logprior = float(target.logprior(q))
+    if not math.isfinite(logprior):
+        return None
+    temp = settings.temperature
+    if bright.size:
+        log_lt = log_tilde_likelihood(
+            target.loglik(q, bright),
+            bound.log_bound(q, bright),
+            temp,
+            check=settings.check_bound,
+            tolerance=settings.bound_tolerance,
+            rows=bright,
+        )
+    else:
+        log_lt = np.empty(0)
+    lt_sum = float(np.sum(log_lt))
+    if not math.isfinite(lt_sum):
+        return None
+    bound_sum = float(bound.log_bound_sum(q))
+    data_grad, _ = _data_grad(q, bright, log_lt, target, bound, temp)
+    prior_grad = np.asarray(target.logprior_grad(q), dtype=np.float64)
+    grad = prior_grad + data_grad
+    if not np.all(np.isfinite(grad)):
+        return None
+    value = logprior + bound_sum / temp + lt_sum
+    return value, logprior, prior_grad, data_grad, log_lt, bound_sum
+
+
+def hmc_theta_update(
+    rng: np.random.Generator,
+    state: FireflyState,
+    target: TallTarget,
+    bound: CollapsibleBound,
+    settings: FireflySettings,
+    step_size: float,
+    chol: np.ndarray | None,
+) -> tuple[bool, float, int, int, int]:
+    """One HMC transition of ``q`` given ``z``, in place.
+
+    The target is the augmented density with the bright set fixed,
+    ``log p(q) + sum_n log B_n(q) / K + sum_bright log Ltilde_n(q)``: the collapsed
+    bound costs ``O(D^2)`` per evaluation and the bright rows one value and one weighted
+    gradient pass, so a leapfrog step reads only the bright rows. The dynamics run in
+    whitened coordinates ``u`` with ``q = q0 + L u`` (``L = chol``, the identity if None)
+    and unit mass; the trajectory length in those units is drawn uniformly from
+    :data:`~pymc_minibatch_mh.kernels.surrogate_hmc.TRAJECTORY_RANGE`. A leapfrog point
+    where the density is 0 (outside the prior support or the trust region, or a bright
+    point with ``Ltilde_n = 0``) ends the trajectory as a rejection, which keeps the
+    transition reversible.
+
+    Returns ``(accepted, accept_prob, rows_touched, lik_evals, region_exit)`` as
+    :func:`theta_update` (``region_exit`` 1 when the trajectory left the trust region).
+    """
+    bright = np.asarray(state.store.bright_indices(), dtype=np.int64)
+    n_bright = int(bright.size)
+    if state.prior_grad is None:
+        state.prior_grad = np.asarray(target.logprior_grad(state.position), dtype=np.float64)
+    n_evals = 0
+    if state.data_grad is None:
+        state.data_grad, used = _data_grad(
+            state.position, bright, state.log_lt[bright], target, bound, settings.temperature
+        )
+        n_evals += used
+    value0 = state.log_density(settings.temperature)
+    dim = state.position.size
+
+    def whiten(g):
+        return g if chol is None else chol.T @ g
+
+    def colour(p):
+        return p if chol is None else chol @ p
+
+    length = rng.uniform(*TRAJECTORY_RANGE)
+    n_steps = int(min(max(1, math.ceil(length / step_size)), MAX_LEAPFROG_STEPS))
+    momentum = rng.standard_normal(dim)
+    energy0 = -value0 + 0.5 * float(momentum @ momentum)
+    q = state.position.copy()
+    g_u = whiten(state.grad)
+    region = getattr(bound, "region", None)
+    at = None
+    with np.errstate(over="ignore", invalid="ignore"):  # a divergence ends as a reject
+        for _ in range(n_steps):
+            momentum = momentum + 0.5 * step_size * g_u
+            q = q + step_size * colour(momentum)
+            at = _conditional_at(q, bright, target, bound, settings)
+            n_evals += 2 * n_bright
+            if at is None:
+                exit_ = int(region is not None and not region.contains(q))
+                return False, 0.0, n_bright, n_evals, exit_
+            g_u = whiten(at[2] + at[3])
+            momentum = momentum + 0.5 * step_size * g_u
+        energy1 = -at[0] + 0.5 * float(momentum @ momentum)
+    log_ratio = energy0 - energy1
+    if not math.isfinite(log_ratio):
+        return False, 0.0, n_bright, n_evals, 0
+    accept_prob = math.exp(min(0.0, log_ratio))
+    if math.log1p(-rng.random()) <= log_ratio:
+        _, logprior, prior_grad, data_grad, log_lt, bound_sum = at
+        _move(state, q, bright, logprior, bound_sum, log_lt, prior_grad, data_grad)
+        return True, accept_prob, n_bright, n_evals, 0
+    return False, accept_prob, n_bright, n_evals, 0
 
 
 # ------------------------------------------------------------------------ z | q

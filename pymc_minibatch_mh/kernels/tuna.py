@@ -133,7 +133,8 @@ def _artanh_argument(d, c, m, chi, total):
 
 
 def check_bound(d: np.ndarray, c: np.ndarray, m: float, idx: np.ndarray, where: str) -> None:
-    """Raise :class:`BoundViolation` if some ``|d_i| > c_i M`` beyond rounding."""
+    """Raise :class:`BoundViolation` if some ``|d_i| > c_i M`` beyond rounding (``c`` the
+    per-row bounds ``b_i`` and ``m = 1`` for pair-dependent bounds)."""
     limit = c * m
     bad = ~(np.abs(d) <= limit * (1.0 + BOUND_RTOL) + BOUND_ATOL)  # NaN counts as bad
     if not bad.any():
@@ -218,11 +219,9 @@ def tuna_kernel(
         return (ChainState(proposal, lp_new) if accepted else state), info
 
     inv_k = 1.0 / settings.temperature
-    total = bound.C * inv_k
-    m = float(bound.metric(state.position, proposal))
-    if not (math.isfinite(m) and m >= 0.0):
-        raise ValueError(f"The TunaMH metric returned {m!r}; it must be finite and >= 0.")
-    rate = chi * (total * m) ** 2 + total * m
+    pair = PairBound.between(bound, table, state.position, proposal)
+    total = pair.total * inv_k
+    rate = chi * total**2 + total
     if rate > n:
         # Expected batch beyond N: a standard full-data MH step.
         log_lik = target.loglik_full(proposal) - target.loglik_full(state.position)
@@ -232,7 +231,7 @@ def tuna_kernel(
         return (ChainState(proposal, lp_new) if accepted else state), info
 
     log_ratio, n_draws, n_kept = poisson_log_ratio(
-        rng, state.position, proposal, target, bound, settings, table, m
+        rng, state.position, proposal, target, bound, settings, table, pair=pair
     )
     # Exactly known part of the log-likelihood ratio (control variates), else 0.
     offset = float(target.diff_offset(proposal, state.position)) * inv_k
@@ -250,9 +249,16 @@ def poisson_log_ratio(
     bound: LipschitzBound,
     settings: TunaSettings,
     table: CumulativeTable | None,
-    m: float,
+    m: float | None = None,
+    *,
+    pair: PairBound | None = None,
 ) -> tuple[float, int, int]:
     """The data part of ``log r``: Poisson draws, thinning and the artanh sum.
+
+    With per-datum bounds ``b_i = b_i(q, q')`` (``c_i M``, or ``c_i M_cell(i)`` for a
+    bound with row cells) and ``B = sum b_i`` at the step's temperature, ``B`` replaces
+    ``C M`` below: ``B ~ Poisson(chi B^2 + B)`` draws with probability ``b_i / B``, kept
+    with probability ``(chi b_i B + (b_i + d_i) / 2) / (chi b_i B + b_i)``.
 
     Parameters
     ----------
@@ -260,38 +266,89 @@ def poisson_log_ratio(
         As for :func:`tuna_kernel`.
     position, proposal : ndarray
         ``q`` and ``q'``.
-    m : float
-        ``M(q, q')``.
+    m : float, optional
+        ``M(q, q')`` of a bound without cells (computed if not given).
+    pair : PairBound, optional
+        The bounds of this pair, if already formed.
 
     Returns
     -------
     log_ratio : float
-        ``sum over kept i of 2 artanh(-d_i / (c_i M (1 + 2 chi C M)))``. Its
+        ``sum over kept i of 2 artanh(-d_i / (b_i (1 + 2 chi B)))``. Its
         exponential is an unbiased estimate of ``exp(-sum_i d_i)``, the full-data
         likelihood ratio at temperature ``K``.
     n_draws : int
-        ``B ~ Poisson(chi C^2 M^2 + C M)``.
+        ``B ~ Poisson(chi B^2 + B)``.
     n_kept : int
         Number of kept draws.
     """
+    if pair is None:
+        pair = PairBound.between(bound, table, position, proposal, m)
     chi = settings.chi
     inv_k = 1.0 / settings.temperature
-    total = bound.C * inv_k
-    rate = chi * (total * m) ** 2 + total * m
+    total = pair.total * inv_k
+    rate = chi * total**2 + total
     n_draws = int(rng.poisson(rate))
     if n_draws == 0:
         return 0.0, 0, 0
-    idx = table.sample(rng, n_draws)
+    idx = pair.sample(rng, n_draws)
     d = -np.asarray(target.loglik_diff(proposal, position, idx), dtype=np.float64) * inv_k
-    c = bound.c[idx] * inv_k
-    check_bound(d, c, m, idx, bound.description)
-    d = np.clip(d, -c * m, c * m)  # only rounding-level changes after the check
-    kept = rng.random(n_draws) < _keep_probability(d, c, m, chi, total)
+    b = pair.row_bounds(idx) * inv_k
+    check_bound(d, b, 1.0, idx, bound.description)
+    d = np.clip(d, -b, b)  # only rounding-level changes after the check
+    kept = rng.random(n_draws) < _keep_probability(d, b, 1.0, chi, total)
     n_kept = int(kept.sum())
     if n_kept == 0:
         return 0.0, n_draws, 0
-    x = _artanh_argument(d[kept], c[kept], m, chi, total)
+    x = _artanh_argument(d[kept], b[kept], 1.0, chi, total)
     return float(2.0 * np.sum(np.arctanh(x))), n_draws, n_kept
+
+
+@dataclass(frozen=True, eq=False)
+class PairBound:
+    """The per-datum bounds ``b_i(q, q')`` of one proposal, untempered.
+
+    ``b_i = c_i M(q, q')`` for a bound with one metric, ``c_i M_cell(i)(q, q')`` for one
+    with row cells (:mod:`pymc_minibatch_mh.bounds.row_cells`); both are symmetric in
+    ``(q, q')``, which is all TunaMH's reversibility needs.
+
+    Attributes
+    ----------
+    total : float
+        ``B = sum_i b_i``.
+    """
+
+    total: float
+    c: np.ndarray
+    metric: float | np.ndarray
+    table: object
+
+    @classmethod
+    def between(cls, bound, table, q, q_new, m: float | None = None) -> PairBound:
+        cells = getattr(table, "cells", None)
+        if cells is not None:
+            metrics = cells.metrics(q, q_new)
+            if not np.all(np.isfinite(metrics)):
+                raise ValueError("The TunaMH cell metrics are not finite for this proposal.")
+            total = float(np.dot(table.cell_totals, metrics))
+            return cls(total, bound.c, metrics, table)
+        if m is None:
+            m = float(bound.metric(q, q_new))
+        if not (math.isfinite(m) and m >= 0.0):
+            raise ValueError(f"The TunaMH metric returned {m!r}; it must be finite and >= 0.")
+        return cls(bound.C * m, bound.c, m, table)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` data indices with probability ``b_i / B``."""
+        if isinstance(self.metric, np.ndarray):
+            return self.table.sample(rng, n, self.table.cell_totals * self.metric)
+        return self.table.sample(rng, n)
+
+    def row_bounds(self, idx: np.ndarray) -> np.ndarray:
+        """``b_i`` of the rows ``idx``."""
+        if isinstance(self.metric, np.ndarray):
+            return self.c[idx] * self.metric[self.table.cells.cell_of_row[idx]]
+        return self.c[idx] * self.metric
 
 
 # ------------------------------------------------------------------ choosing chi

@@ -8,6 +8,7 @@ and a small coefficient map plus a remainder differenced over all rows, and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -39,7 +40,7 @@ from pymc_minibatch_mh.likelihood.graph_tools import (
     toposort,
 )
 from pymc_minibatch_mh.passes import record_rows
-from pymc_minibatch_mh.row_design import CHUNK_ROWS, FeatureBlock, RowDesign
+from pymc_minibatch_mh.row_design import CHUNK_ROWS, FeatureBlock, IndexedColumns, RowDesign
 
 # Graphs are evaluated a handful of times only: the Python linker compiles in
 # milliseconds on both backends, and numpy does the heavy lifting (matrix products).
@@ -329,6 +330,7 @@ class _Decomposition:
     residual_jac: np.ndarray
     dense_columns: list[int]
     residual_dense: np.ndarray | None
+    indexed: list[IndexedColumns]
     value_q0: np.ndarray  # the graph at q0, (N, *trailing)
     full: Callable  # q -> graph value, (N, *trailing)
 
@@ -369,11 +371,17 @@ def _decompose(
         ones = list(zeros)
         ones[j] = np.broadcast_to(np.ones((), dtype=placeholders[j].dtype), (n_data, width))
         product.weight = residual(ctx.q0, *ones) - base
+    # Variables of which each row reads at most one entry (group effects a[g], varying
+    # slopes b[g] * x): found with a few passes and kept as (index, value) per row.
+    columns = _columns(ctx, stripped)
+    indexed = []
+    if per_row and not trailing:
+        indexed, columns = _find_indexed(ctx, residual, zeros, base, columns)
     # Unit-step differences of the residual: the columns that are the same on every row
     # (an intercept) are kept as one row, the others (per-row terms) as dense columns.
     jac = np.zeros((*trailing, ctx.q0.size))
     dense_columns, dense = [], []
-    for k in _columns(ctx, stripped):
+    for k in columns:
         q = ctx.q0.copy()
         q[k] += 1.0
         delta = residual(q, *zeros) - base
@@ -389,9 +397,80 @@ def _decompose(
         residual_jac=jac,
         dense_columns=dense_columns,
         residual_dense=np.column_stack(dense) if dense else None,
+        indexed=indexed,
         value_q0=value_q0,
         full=lambda q: full_fn(q),
     )
+
+
+#: A variable with at least this many coordinates is tried as indexed columns.
+INDEXED_MIN_COLUMNS = 8
+
+
+def _find_indexed(ctx: _Context, residual, zeros, base, columns: list[int]):
+    """Split off the variables of which each row reads at most one coordinate.
+
+    For such a variable with G coordinates, ``1 + ceil(log2 G)`` passes give every row's
+    coordinate and entry: the residual's change when all G move by one (the entry), and
+    when those whose index has bit ``b`` set move (equal to the entry where the row's
+    coordinate has that bit, 0 where not). A third kind of pass, all coordinates moved by
+    random amounts, checks the result; a variable that fails any check (a row reading
+    several of its coordinates) keeps the unit-step columns. Returns
+    ``(indexed parts, the columns left)``.
+    """
+    wanted = set(columns)
+    indexed, left = [], []
+    rng = np.random.default_rng(_CHECK_SEED)
+    for sl in ctx.slices.values():
+        cols = [k for k in range(sl.start, sl.stop) if k in wanted]
+        found = None
+        if len(cols) >= INDEXED_MIN_COLUMNS:
+            found = _indexed_part(ctx.q0, residual, zeros, base, np.asarray(cols), rng)
+        if found is None:
+            left.extend(cols)
+        else:
+            indexed.append(found)
+    return indexed, left
+
+
+def _indexed_part(q0, residual, zeros, base, cols: np.ndarray, rng) -> IndexedColumns | None:
+    def change(weights):
+        q = q0.copy()
+        q[cols] += weights
+        return np.asarray(residual(q, *zeros) - base, dtype=np.float64).reshape(-1)
+
+    entry = change(np.ones(cols.size))
+    touched = entry != 0.0
+    if not touched.any():
+        return None
+    tol = 1e-9 * (1.0 + np.abs(entry))
+    code = np.zeros(entry.size, dtype=np.int64)
+    for bit in range(max(1, math.ceil(math.log2(cols.size)))):
+        part = change(((np.arange(cols.size) >> bit) & 1).astype(np.float64))
+        hit = np.abs(part - entry) <= tol
+        miss = np.abs(part) <= tol
+        if not np.all(hit | miss):
+            return None  # some row reads several coordinates of this variable
+        code |= (hit & touched).astype(np.int64) << bit
+    if np.any(code[touched] >= cols.size):
+        return None
+    index = np.where(touched, code, -1).astype(np.int32)
+    weights = rng.normal(size=cols.size)
+    expected = np.where(touched, entry * weights[np.maximum(index, 0)], 0.0)
+    if not _close(change(weights), expected):
+        return None
+    value = entry
+    if _same_value(entry[touched]) and not (~touched).any():
+        value = float(entry[0])
+    else:
+        value = _read_only(np.where(touched, entry, 0.0))
+    index.setflags(write=False)
+    return IndexedColumns(_read_only(cols.astype(np.int64)), index, value)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
 
 
 def _find_products(ctx: _Context, graph: Variable, width: int) -> list[_Product]:
@@ -478,6 +557,7 @@ def _design_of(ctx: _Context, parts: _Decomposition, what: str) -> RowDesign:
         constant_row=parts.residual_jac,
         dense=parts.residual_dense,
         dense_columns=parts.dense_columns,
+        indexed=parts.indexed,
     )
 
 

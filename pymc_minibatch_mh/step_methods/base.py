@@ -208,18 +208,7 @@ class MinibatchStep(ArrayStepShared):
         model = pm.modelcontext(model)
         if initial_point is None:
             initial_point = model.initial_point()
-        if vars is None:
-            # Every continuous free variable: hyperparameters that only enter the prior
-            # cost nothing per datum, and leaving them to NUTS would make NUTS evaluate
-            # the full-data likelihood at every leapfrog step.
-            vars = [v for v in model.value_vars if v.dtype in continuous_types]
-            if not vars:
-                raise ValueError(
-                    "The model has no continuous free variable, so there is nothing for a "
-                    "minibatch step to sample."
-                )
-        else:
-            vars = get_value_vars_from_user_vars(vars, model)
+        vars = block_value_vars(model, vars)
         if steps_per_draw is None:
             steps_per_draw = self.default_steps_per_draw
         if proposal == "auto" and proposal_cov is not None:
@@ -320,26 +309,31 @@ class MinibatchStep(ArrayStepShared):
             )
         self._untuned_reference = self.reference
         self._laplace_chol = None
+        # Centre of the independence proposal and of the chains' start.
+        centre = None if self.reference is None else self.reference.reference
         if self.reference is not None:
-            prior_hessian = self._prior_derivatives(self.reference.reference)[2]
             try:
-                cov = laplace_covariance(self.reference, prior_hessian, self.temperature)
-                self._laplace_chol = np.linalg.cholesky(cov)
+                self._laplace_chol = self._laplace_factor()
             except ValueError as err:
                 if proposal in ("laplace", "independent"):
                     raise
                 if proposal == "auto":
                     warnings.warn(
                         f"{type(self).__name__}: {err} The step falls back to an adaptive "
-                        "random walk (proposal='rw'), which mixes more slowly than the default "
-                        "on near-Gaussian posteriors.",
+                        "random walk (proposal='rw'), and its draws may be wrong: in many "
+                        "dimensions, or on the funnel-shaped posteriors of non-centred and "
+                        "crossed effects, a random walk can fail to reach the bulk of the "
+                        "posterior (the step warns after tuning when its chain mixes too "
+                        "slowly). Pass reference_point= a point in the bulk of the posterior "
+                        "(e.g. the mean of a short NUTS run), write the model centred, or use "
+                        "NUTS.",
                         UserWarning,
                         stacklevel=2,
                     )
                     proposal = "rw"
         # Where tuning chains start (see `start_at_reference`): centre plus chol @ z.
         self._start_requested = bool(start_at_reference)
-        self._start_centre = None if self.reference is None else self.reference.reference
+        self._start_centre = centre
         self._start_chol = self._laplace_chol
         self.chain_started = False
         self.proposal_kind = proposal
@@ -349,9 +343,7 @@ class MinibatchStep(ArrayStepShared):
                 temperature, self.tall_data.n_data, ndim, proposal_cov
             )
         elif proposal == "independent":
-            self._untuned_proposal = IndependenceProposal(
-                centre=self.reference.reference, chol=self._laplace_chol
-            )
+            self._untuned_proposal = IndependenceProposal(centre=centre, chol=self._laplace_chol)
             default_scaling = 1.0
         else:
             random_walk = RandomWalkProposal(self._laplace_chol)
@@ -365,7 +357,7 @@ class MinibatchStep(ArrayStepShared):
             else:
                 self._untuned_proposal = ProposalMixture(
                     random_walk,
-                    IndependenceProposal(centre=self.reference.reference, chol=self._laplace_chol),
+                    IndependenceProposal(centre=centre, chol=self._laplace_chol),
                     INITIAL_P_INDEPENDENT,
                 )
         self.proposal = self._untuned_proposal
@@ -396,6 +388,9 @@ class MinibatchStep(ArrayStepShared):
         self.independent_tally = (0, 0.0)
         self.post_tuning = PostTuningTally()
         self._pending_warnings: list = []
+        # Names and sizes of the block's value variables, for the mixing warning.
+        self._block_names = tuple(v.name for v in vars)
+        self._block_sizes = tuple(int(np.size(initial_point[v.name])) for v in vars)
         super().__init__(vars, shared, blocked=blocked, rng=rng)
 
     # ---------------------------------------------------------------- construction hooks
@@ -488,6 +483,13 @@ class MinibatchStep(ArrayStepShared):
             hessian=0.5 * (hessian + hessian.T),
             image=image,
         )
+
+    def _laplace_factor(self) -> np.ndarray:
+        """Cholesky factor of the Laplace covariance at the reference point; ValueError
+        where the log posterior is not concave there."""
+        prior_hessian = self._prior_derivatives(self.reference.reference)[2]
+        cov = laplace_covariance(self.reference, prior_hessian, self.temperature)
+        return np.linalg.cholesky(cov)
 
     def _newton_reference(self, model: pm.Model, initial_point: dict) -> TaylorProxy:
         """Taylor sums at the posterior mode, found by Newton steps whose passes are the
@@ -608,7 +610,8 @@ class MinibatchStep(ArrayStepShared):
         if self.recentre is True:
             self._recentre_window = CovarianceWindow(self.tall_data.ndim, first_window=50)
         self.independent_tally = (0, 0.0)
-        self.post_tuning = PostTuningTally()
+        # The chain's length (PyMC 6 says it before resetting tuning) is kept.
+        self.post_tuning = PostTuningTally(last_draw=self.post_tuning.last_draw)
         self._pending_warnings = []
 
     def stop_tuning(self) -> None:
@@ -627,11 +630,14 @@ class MinibatchStep(ArrayStepShared):
     def set_rng(self, rng) -> None:
         """PyMC 5 per-chain hook: one Generator per chain, fresh per-chain state."""
         self.rng = get_random_generator(rng, copy=False)
+        self.post_tuning = PostTuningTally()
         self.reset_tuning()
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:
-        """PyMC 6 per-chain hook: one Generator per chain, fresh per-chain state."""
+        """PyMC 6 per-chain hook: one Generator per chain, fresh per-chain state; the
+        chain's last draw (``draws`` after tuning) gets the checks of :mod:`.monitor`."""
         self.set_rng(rng)
+        self.post_tuning = replace(self.post_tuning, last_draw=int(draws))
 
     # Extra per-draw stats shown (current value) in PyMC's progress bar: {stat: column title}.
     progress_columns: dict[str, str] = {}
@@ -847,13 +853,19 @@ class MinibatchStep(ArrayStepShared):
             len(infos),
             sum(float(info.accepted) for info in infos),
             sum(float(info.batch_size) for info in infos),
+            position,
         )
         if tally.due:
             noise = None
             if self.control_variates:
                 noise = (self._ratio_noise(position), self._ratio_noise(self.reference.reference))
             problems = chain_problems(
-                tally, step_name=type(self).__name__, n_data=self.tall_data.n_data, noise=noise
+                tally,
+                step_name=type(self).__name__,
+                n_data=self.tall_data.n_data,
+                noise=noise,
+                names=self._block_names,
+                sizes=self._block_sizes,
             )
             tally = tally.checked(set(problems))
             self._pending_warnings.extend(problems.values())
@@ -884,6 +896,22 @@ class MinibatchStep(ArrayStepShared):
             reduce = _REDUCERS.get(f.name, lambda xs: float(np.nanmax(xs)))
             stats[f.name] = reduce(values)
         return stats
+
+
+def block_value_vars(model: pm.Model, vars: Sequence | None) -> list:
+    """The value variables of a step's block: ``vars``, or by default every continuous
+    free variable (hyperparameters that only enter the prior cost nothing per datum, and
+    leaving them to NUTS would make NUTS evaluate the full-data likelihood at every
+    leapfrog step)."""
+    if vars is not None:
+        return get_value_vars_from_user_vars(vars, model)
+    block = [v for v in model.value_vars if v.dtype in continuous_types]
+    if not block:
+        raise ValueError(
+            "The model has no continuous free variable, so there is nothing for a "
+            "minibatch step to sample."
+        )
+    return block
 
 
 def _check_options(

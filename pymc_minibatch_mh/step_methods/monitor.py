@@ -1,18 +1,27 @@
 """Checks of a chain after tuning, reported through PyMC's sampler-warning stat.
 
 A minibatch step can go wrong in ways a user does not see in the draws: a chain that
-no longer moves, batches that fall back towards the full data (a slow exact sampler),
-or a control-variate proxy that no longer fits where the chain is (large estimator
-noise). The step counts what it needs after tuning and, at draws 200, 400, 800, ...
-of each chain, checks these; each problem is reported once per chain as a
-:class:`pymc.stats.convergence.SamplerWarning` in the ``warning`` stat, which PyMC logs
-while sampling (from every process) and drops from the returned trace.
+no longer moves, or moves so slowly that its draws do not represent the posterior,
+batches that fall back towards the full data (a slow exact sampler), or a
+control-variate proxy that no longer fits where the chain is (large estimator noise).
+The step counts what it needs after tuning and, at draws 200, 400, 800, ... of each
+chain (and at its last draw where PyMC says how many there are), checks these; each
+problem is reported once per chain as a :class:`pymc.stats.convergence.SamplerWarning`
+in the ``warning`` stat, which PyMC logs while sampling (from every process, whatever
+``compute_convergence_checks``) and drops from the returned trace.
+
+The mixing check is within one chain (chains may run in other processes): the smallest
+bulk effective sample size over the block's coordinates, from the chain's draws since
+tuning (kept thinned to at most ``2 * KEPT_DRAWS``), from 400 draws on. Disagreement
+between chains is checked on the returned draws by
+:func:`pymc_minibatch_mh.diagnostics.check_mixing`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+import numpy as np
 from pymc.stats.convergence import SamplerWarning, WarningType
 
 #: Post-tuning draw at which the first check runs; later checks at 2x, 4x, ...
@@ -27,6 +36,16 @@ FULL_DATA_FRACTION = 0.5
 NOISE_RATIO = 10.0
 NOISE_FLOOR = 1.0
 NOISE_ROWS = 100
+#: Bulk ESS below which a chain's draws count as not mixing: the Monte Carlo error of a
+#: mean is then over 30 % of the posterior sd. Checked from MIXING_MIN_DRAWS draws on (at
+#: 200 draws a slow but sound chain, ESS 0.05 per draw, often estimates below 10 in one of
+#: hundreds of coordinates).
+MIN_CHAIN_ESS = 10.0
+MIXING_MIN_DRAWS = 400
+#: Draws kept per chain for the mixing check (thinned by two whenever twice as many).
+KEPT_DRAWS = 1000
+#: Variables named in a warning.
+NAMES_SHOWN = 5
 
 
 @dataclass(frozen=True)
@@ -53,24 +72,88 @@ class PostTuningTally:
     rows: float = 0.0
     next_check: int = FIRST_CHECK
     reported: frozenset = frozenset()
+    last_draw: int | None = None
+    kept: list = field(default_factory=list, repr=False)
+    stride: int = 1
 
-    def add(self, steps: int, accepted: float, rows: float) -> PostTuningTally:
+    def add(
+        self, steps: int, accepted: float, rows: float, position: np.ndarray | None = None
+    ) -> PostTuningTally:
+        """Count one draw; ``position`` (the block's value) is kept for the mixing check,
+        every ``stride``-th draw, thinned by two when ``2 * KEPT_DRAWS`` are kept."""
+        kept, stride = self.kept, self.stride
+        if position is not None and self.draws % stride == 0:
+            kept = [*kept, np.array(position, dtype=np.float64)]
+            if len(kept) >= 2 * KEPT_DRAWS:
+                kept, stride = kept[::2], 2 * stride
         return replace(
             self,
             draws=self.draws + 1,
             steps=self.steps + steps,
             accepted=self.accepted + accepted,
             rows=self.rows + rows,
+            kept=kept,
+            stride=stride,
         )
 
     @property
     def due(self) -> bool:
-        return self.draws >= self.next_check
+        return self.draws >= self.next_check or self.draws == self.last_draw
 
     def checked(self, reported: set[str]) -> PostTuningTally:
         return replace(
             self, next_check=2 * self.next_check, reported=self.reported | frozenset(reported)
         )
+
+
+def smallest_ess(draws: np.ndarray) -> np.ndarray:
+    """Bulk ESS of each coordinate of one chain's draws ``(n_draws, D)``; 0 where a
+    coordinate never moved (ArviZ gives NaN there)."""
+    from pymc_minibatch_mh.diagnostics.mixing import chain_diagnostics
+
+    ess, _ = chain_diagnostics(np.asarray(draws)[None])
+    return ess
+
+
+def _coordinate_label(names: tuple[str, ...], sizes: tuple[int, ...], j: int) -> str:
+    for name, size in zip(names, sizes, strict=True):
+        if j < size:
+            return name if size == 1 else f"{name}[{j}]"
+        j -= size
+    raise IndexError(j)
+
+
+def mixing_problem(
+    tally: PostTuningTally, *, step_name: str, names: tuple[str, ...], sizes: tuple[int, ...]
+) -> SamplerWarning | None:
+    """A warning when the chain's draws since tuning have a bulk ESS below
+    ``MIN_CHAIN_ESS`` in some coordinate of the block, else None."""
+    if tally.draws < MIXING_MIN_DRAWS and tally.draws != tally.last_draw:
+        return None
+    if len(tally.kept) < 20:
+        return None
+    ess = smallest_ess(np.stack(tally.kept))
+    low = np.flatnonzero(ess < MIN_CHAIN_ESS)
+    if low.size == 0:
+        return None
+    order = low[np.argsort(ess[low])]
+    shown = ", ".join(
+        f"{_coordinate_label(names, sizes, int(j))} (ESS {ess[j]:.1f})" for j in order[:NAMES_SHOWN]
+    )
+    more = f" and {low.size - NAMES_SHOWN} more" if low.size > NAMES_SHOWN else ""
+    return SamplerWarning(
+        WarningType.CONVERGENCE,
+        f"{step_name}: this chain mixes too slowly for its draws to be trusted: after "
+        f"{tally.draws} draws since tuning the effective sample size of {shown}{more} is "
+        f"below {MIN_CHAIN_ESS:g} (the Monte Carlo error of their means exceeds 30 % of the "
+        "posterior sd, and the chain may not have reached the bulk of the posterior). Do not "
+        "use these draws as they are. Try: more tuning (tune=3000) and draws; for crossed or "
+        "non-centred effects, pass reference_point= a point in the bulk of the posterior "
+        "(e.g. the mean of a short NUTS run) or write the model centred; or "
+        "sample this model with NUTS. Check all chains together with "
+        "pymc_minibatch_mh.diagnostics.check_mixing(idata).",
+        "warn",
+    )
 
 
 def chain_problems(
@@ -79,6 +162,8 @@ def chain_problems(
     step_name: str,
     n_data: int,
     noise: tuple[float, float] | None,
+    names: tuple[str, ...] = (),
+    sizes: tuple[int, ...] = (),
 ) -> dict[str, SamplerWarning]:
     """The problems visible in ``tally`` that were not reported yet, as sampler warnings.
 
@@ -94,8 +179,14 @@ def chain_problems(
         With control variates: the sd of the estimated log-likelihood ratio from
         ``NOISE_ROWS`` rows for a typical proposal at the current draw and at the
         reference point; None without control variates.
+    names, sizes : tuple
+        The block's variables and their sizes, for the mixing check (skipped if empty).
     """
     found: dict[str, SamplerWarning] = {}
+    if names and "mixing" not in tally.reported:
+        problem = mixing_problem(tally, step_name=step_name, names=names, sizes=sizes)
+        if problem is not None:
+            found["mixing"] = problem
     rate = tally.accepted / max(tally.steps, 1)
     if rate < STUCK_ACCEPTANCE:
         found["stuck"] = SamplerWarning(

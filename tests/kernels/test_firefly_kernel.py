@@ -441,7 +441,7 @@ def test_settings_validation():
     with pytest.raises(ValueError, match="temperature"):
         FireflySettings(q_db=0.1, temperature=0.0)
     with pytest.raises(ValueError, match="theta_update"):
-        FireflySettings(q_db=0.1, theta_update="hmc")
+        FireflySettings(q_db=0.1, theta_update="nuts")
 
 
 def test_array_target_works_for_random_walk(logistic):

@@ -96,3 +96,19 @@ def test_a_healthy_default_chain_reports_nothing(logged):
         step = MinibatchBarker(progressbar=False)
         pm.sample(step=step, draws=300, tune=300, chains=1, random_seed=4, **QUIET)
     assert _ours(logged, MinibatchBarker) == []
+
+
+@pytest.mark.parametrize("step_class", [MinibatchBarker, Austere])
+def test_a_chain_that_cannot_mix_is_reported_in_words(logged, step_class):
+    """Steps a thousand times too short and no tuning: every proposal is accepted (no
+    'barely moves' warning), yet the chain crawls; the mixing check names the variable."""
+    model = gaussian_mean_model()
+    with model:
+        step = step_class(
+            proposal="rw", control_variates=False, scaling=1e-3, tune=False, progressbar=False
+        )
+    _sample(model, step, draws=500)
+    messages = [m for m in _ours(logged, step_class) if "mixes too slowly" in m]
+    assert len(messages) == 1, _ours(logged, step_class)
+    assert "mu (ESS" in messages[0] and "Do not use these draws" in messages[0]
+    assert not any("barely moves" in m for m in _ours(logged, step_class))

@@ -309,7 +309,7 @@ def test_unsupported_likelihoods_give_clear_errors():
     [
         ({"q_db": 0.0}, ValueError, "q_db"),
         ({"q_db": 1.5}, ValueError, "q_db"),
-        ({"theta_update": "hmc"}, ValueError, "theta_update"),
+        ({"theta_update": "nuts"}, ValueError, "theta_update"),
         ({"bound": "tight"}, ValueError, "bound"),
         ({"bound": object()}, TypeError, "log_bound"),
         ({"map_point": np.zeros(5)}, ValueError, "map_point"),
@@ -387,7 +387,7 @@ def test_several_observed_variables_multiply_their_bounds(rng):
     assert np.all(bound.log_bound(q, rows) <= loglik + 1e-9)
 
 
-@pytest.mark.parametrize("theta_update", ["rw", "mala"])
+@pytest.mark.parametrize("theta_update", ["rw", "mala", "hmc"])
 def test_negative_binomial_gets_a_global_bound_and_samples(rng, theta_update):
     """Free dispersion: the Jaakkola-Jordan bound of the negative binomial holds everywhere
     (no trust region), is tight at the MAP and keeps few points bright."""
@@ -418,16 +418,17 @@ def _wide_logistic_model(rng, ndim: int) -> pm.Model:
     return model
 
 
-def test_blocks_above_max_dim_are_refused_before_the_map_naming_tunamh(rng, no_map_search):
-    with _wide_logistic_model(rng, 21), pytest.raises(ValueError, match="21 dimensions.*TunaMH"):
-        FlyMC(progressbar=False)
+def test_a_block_above_a_given_max_dim_is_refused_before_the_map(rng, no_map_search):
+    with _wide_logistic_model(rng, 21), pytest.raises(ValueError, match="21 dimensions"):
+        FlyMC(max_dim=20, progressbar=False)
 
 
-def test_raising_max_dim_admits_a_wide_block(rng):
-    """Negative control of the refusal: the same model constructs with max_dim raised."""
+def test_wide_blocks_are_admitted_by_default(rng):
+    """Negative control of the refusal: no limit unless one is given."""
     with _wide_logistic_model(rng, 21):
-        step = FlyMC(max_dim=21, progressbar=False)
+        step = FlyMC(progressbar=False)
     assert step.tall_data.ndim == 21
+    assert step.max_dim is None and step.theta_update == "hmc"
 
 
 def test_max_dim_must_be_a_positive_integer(rng):
