@@ -79,6 +79,12 @@ class IndexedColumns:
     index: np.ndarray
     value: float | np.ndarray
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "columns", _read_only(np.asarray(self.columns, np.int64)))
+        object.__setattr__(self, "index", _read_only(np.asarray(self.index, np.int32)))
+        if np.ndim(self.value) != 0:
+            object.__setattr__(self, "value", _read_only(np.asarray(self.value, np.float64)))
+
     def rows(self, rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(positions among rows, columns, values)`` of the touched entries of ``rows``."""
         index = np.asarray(self.index[rows])
@@ -286,7 +292,7 @@ def row_supports(design, max_own: int = 8) -> tuple[np.ndarray, np.ndarray] | No
     patterns = np.concatenate(parts, axis=1) if parts else np.empty((n, 0), np.int64)
     if patterns.shape[1] == 0 or patterns.shape[1] > max_own:
         return None
-    return patterns.astype(np.int64), shared
+    return patterns.astype(np.int64, copy=False), shared
 
 
 def design_rows(design) -> np.ndarray | RowDesign:

@@ -603,10 +603,10 @@ def theta_update(
     rejected before any datum is read (``region_exit`` 1): the chain targets the
     posterior restricted to the region.
     """
-    temp = settings.temperature
-    bright = np.asarray(state.store.bright_indices(), dtype=np.int64)
     if settings.theta_update == "hmc":
         return hmc_theta_update(rng, state, target, bound, settings, scaling, proposal.chol)
+    temp = settings.temperature
+    bright = np.asarray(state.store.bright_indices(), dtype=np.int64)
     n_evals = 0
     mala = settings.theta_update == "mala"
     if mala:
@@ -634,21 +634,9 @@ def theta_update(
     lp_new = float(target.logprior(new))
     if not math.isfinite(lp_new):
         return False, 0.0, 0, n_evals, 0
-    if bright.size:
-        loglik = target.loglik(new, bright)
-        n_evals += bright.size
-        log_lt_new = log_tilde_likelihood(
-            loglik,
-            bound.log_bound(new, bright),
-            temp,
-            check=settings.check_bound,
-            tolerance=settings.bound_tolerance,
-            rows=bright,
-        )
-        lt_sum_new = float(np.sum(log_lt_new))
-    else:
-        log_lt_new = np.empty(0)
-        lt_sum_new = 0.0
+    log_lt_new = _bright_log_tilde(new, bright, target, bound, settings)
+    n_evals += bright.size
+    lt_sum_new = float(np.sum(log_lt_new))
     if not math.isfinite(lt_sum_new):  # a bright point would have Ltilde = 0 (or NaN)
         return False, 0.0, bright.size, n_evals, 0
     bound_sum_new = float(bound.log_bound_sum(new))
@@ -682,6 +670,20 @@ def _move(state, q, bright, logprior, bound_sum, log_lt, prior_grad, data_grad) 
     state.data_grad = data_grad
 
 
+def _bright_log_tilde(q, bright, target, bound, settings) -> np.ndarray:
+    """Tempered ``log Ltilde_n`` of the bright rows at ``q`` (empty without bright rows)."""
+    if not bright.size:
+        return np.empty(0)
+    return log_tilde_likelihood(
+        target.loglik(q, bright),
+        bound.log_bound(q, bright),
+        settings.temperature,
+        check=settings.check_bound,
+        tolerance=settings.bound_tolerance,
+        rows=bright,
+    )
+
+
 def _conditional_at(q, bright, target, bound, settings):
     """``(log density, prior grad, data grad, log Ltilde of the bright rows, bound sum)``
     of ``q | z`` at ``q``, or None where it is 0 (outside the prior support or the trust
@@ -693,17 +695,7 @@ def _conditional_at(q, bright, target, bound, settings):
     if not math.isfinite(logprior):
         return None
     temp = settings.temperature
-    if bright.size:
-        log_lt = log_tilde_likelihood(
-            target.loglik(q, bright),
-            bound.log_bound(q, bright),
-            temp,
-            check=settings.check_bound,
-            tolerance=settings.bound_tolerance,
-            rows=bright,
-        )
-    else:
-        log_lt = np.empty(0)
+    log_lt = _bright_log_tilde(q, bright, target, bound, settings)
     lt_sum = float(np.sum(log_lt))
     if not math.isfinite(lt_sum):
         return None

@@ -454,23 +454,14 @@ def _indexed_part(q0, residual, zeros, base, cols: np.ndarray, rng) -> IndexedCo
         code |= (hit & touched).astype(np.int64) << bit
     if np.any(code[touched] >= cols.size):
         return None
-    index = np.where(touched, code, -1).astype(np.int32)
+    index = np.where(touched, code, -1)
     weights = rng.normal(size=cols.size)
     expected = np.where(touched, entry * weights[np.maximum(index, 0)], 0.0)
     if not _close(change(weights), expected):
         return None
-    value = entry
-    if _same_value(entry[touched]) and not (~touched).any():
-        value = float(entry[0])
-    else:
-        value = _read_only(np.where(touched, entry, 0.0))
-    index.setflags(write=False)
-    return IndexedColumns(_read_only(cols.astype(np.int64)), index, value)
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    array.setflags(write=False)
-    return array
+    # Untouched rows' entries are exactly 0; one shared entry on every row is kept as a float.
+    value = float(entry[0]) if touched.all() and _same_value(entry) else entry
+    return IndexedColumns(cols, index, value)
 
 
 def _find_products(ctx: _Context, graph: Variable, width: int) -> list[_Product]:

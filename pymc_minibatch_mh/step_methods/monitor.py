@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from pymc.stats.convergence import SamplerWarning, WarningType
 
+from pymc_minibatch_mh.diagnostics.mixing import chain_diagnostics
+
 #: Post-tuning draw at which the first check runs; later checks at 2x, 4x, ...
 FIRST_CHECK = 200
 #: Acceptance rate below which the chain counts as stuck.
@@ -106,15 +108,6 @@ class PostTuningTally:
         )
 
 
-def smallest_ess(draws: np.ndarray) -> np.ndarray:
-    """Bulk ESS of each coordinate of one chain's draws ``(n_draws, D)``; 0 where a
-    coordinate never moved (ArviZ gives NaN there)."""
-    from pymc_minibatch_mh.diagnostics.mixing import chain_diagnostics
-
-    ess, _ = chain_diagnostics(np.asarray(draws)[None])
-    return ess
-
-
 def _coordinate_label(names: tuple[str, ...], sizes: tuple[int, ...], j: int) -> str:
     for name, size in zip(names, sizes, strict=True):
         if j < size:
@@ -132,7 +125,7 @@ def mixing_problem(
         return None
     if len(tally.kept) < 20:
         return None
-    ess = smallest_ess(np.stack(tally.kept))
+    ess, _ = chain_diagnostics(np.stack(tally.kept)[None])
     low = np.flatnonzero(ess < MIN_CHAIN_ESS)
     if low.size == 0:
         return None
