@@ -2,8 +2,11 @@
 
 EXPERIMENT is one of gmm, logistic, robust, tall-logistic, all, peers (our default
 steps against numpyro's HMCECS, each method in a fresh process; needs the ``[peers]``
-extra: numpyro and jax), or tall-disk (default steps on float32 data in ``.npy`` files
-opened as memory maps: peak memory, setup against one raw read, cost per draw).
+extra: numpyro and jax), many (many parameters: 500 unbalanced group intercepts and a
+100-covariate logistic regression, our default steps against PyMC's NUTS, numpyro's NUTS
+and HMCECS through the peers machinery; needs ``[peers]`` too), or tall-disk (default
+steps on float32 data in ``.npy`` files opened as memory maps: peak memory, setup against
+one raw read, cost per draw).
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ def main(argv: list[str] | None = None) -> list[Path]:
         prog="python -m pymc_minibatch_mh.bench",
         description="Run minibatch-MH benchmarks against NUTS on synthetic tall data.",
     )
-    parser.add_argument("experiment", choices=[*EXPERIMENTS, "all", "peers", "tall-disk"])
+    parser.add_argument("experiment", choices=[*EXPERIMENTS, "all", "peers", "many", "tall-disk"])
     parser.add_argument(
-        "--quick", action="store_true", help="small N and few draws (a smoke test, ~1 minute)"
+        "--quick",
+        action="store_true",
+        help="small N and few draws (a smoke test: about a minute; peers and many: minutes)",
     )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--seed", type=int, default=1)
@@ -35,7 +40,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
         "--cache",
         choices=["warm", "cold"],
         default="warm",
-        help="peers: warm the compilation caches first (default) or start every process cold",
+        help="peers, many: warm the compilation caches first (default) or start every process cold",
     )
     parser.add_argument(
         "--pymc-nuts-everywhere",
@@ -70,6 +75,8 @@ def main(argv: list[str] | None = None) -> list[Path]:
     args = parser.parse_args(argv)
     if args.experiment == "peers":
         return _peers(args)
+    if args.experiment == "many":
+        return _many(args)
     if args.experiment == "tall-disk":
         return _tall_disk(args)
 
@@ -122,25 +129,44 @@ def _tall_disk(args) -> list[Path]:
 def _peers(args) -> list[Path]:
     from pymc_minibatch_mh.bench.peers import markdown_report, run_peers, write_reports
 
-    for package in ("numpyro", "jax"):
-        try:
-            __import__(package)
-        except ImportError:
-            raise SystemExit(
-                f"bench peers needs {package}: pip install 'pymc-minibatch-mh[peers]'"
-            ) from None
+    _require_peers_extra("peers")
     result = run_peers(
         quick=args.quick,
         cache=args.cache,
         seed=args.seed,
         pymc_nuts_everywhere=args.pymc_nuts_everywhere,
     )
-    suffix = ("-quick" if args.quick else "") + ("-cold" if args.cache == "cold" else "")
-    suffix += "-py{}{}".format(*sys.version_info[:2])  # one report per stack
-    paths = write_reports(result, args.out, suffix=suffix)
+    paths = write_reports(result, args.out, suffix=_peers_suffix(args))
     print(markdown_report(result))
     print("written: " + ", ".join(str(p) for p in paths))
     return paths
+
+
+def _many(args) -> list[Path]:
+    from pymc_minibatch_mh.bench.many import many_report, run_many, write_many_reports
+
+    _require_peers_extra("many")
+    result = run_many(quick=args.quick, cache=args.cache, seed=args.seed)
+    paths = write_many_reports(result, args.out, suffix=_peers_suffix(args))
+    print(many_report(result))
+    print("written: " + ", ".join(str(p) for p in paths))
+    return paths
+
+
+def _require_peers_extra(experiment: str) -> None:
+    for package in ("numpyro", "jax"):
+        try:
+            __import__(package)
+        except ImportError:
+            raise SystemExit(
+                f"bench {experiment} needs {package}: pip install 'pymc-minibatch-mh[peers]'"
+            ) from None
+
+
+def _peers_suffix(args) -> str:
+    """``-quick``, ``-cold`` as run, and the Python version: one report per stack."""
+    suffix = ("-quick" if args.quick else "") + ("-cold" if args.cache == "cold" else "")
+    return suffix + "-py{}{}".format(*sys.version_info[:2])
 
 
 if __name__ == "__main__":

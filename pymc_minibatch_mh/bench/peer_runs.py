@@ -7,10 +7,13 @@ writes the draws and timings to ``OUT`` (``.npz``). The parent process times the
 run (interpreter start to exit); the timings written here split it into import, setup
 and sampling.
 
-Methods: ``numpyro-nuts`` (full data, the accuracy reference), ``numpyro-hmcecs``
-(numpyro's energy-conserving subsampling HMC with a Taylor proxy at an SVI MAP point,
-as in its documentation), ``pymc-nuts`` (PyMC's NUTS on the full data) and our four
-steps called with no arguments: ``MinibatchBarker``, ``Austere``, ``TunaMH``, ``FlyMC``.
+Methods: ``numpyro-nuts`` (full data; the accuracy reference of the logistic kind),
+``numpyro-hmcecs`` (numpyro's energy-conserving subsampling HMC with a Taylor proxy at an
+SVI MAP point, as in its documentation), ``pymc-nuts`` (PyMC's NUTS on the full data) and
+our four steps called with no arguments: ``MinibatchBarker``, ``Austere``, ``TunaMH``,
+``FlyMC``. The numpyro methods have models of the logistic and hierarchical kinds. Every
+method writes its draws as one array of shape (chains, draws, coordinates) whose columns
+follow :data:`DRAW_ORDER`, so runs of different methods compare column by column.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -30,33 +34,86 @@ HMCECS_BLOCKS = 10
 HMCECS_SVI_STEPS = 5000
 HMCECS_SVI_LEARNING_RATE = 0.01
 PRIOR_SD = 5.0
+GROUP_SCALE_SD = 2.0
 OUR_STEPS = ("MinibatchBarker", "Austere", "TunaMH", "FlyMC")
 METHODS = ("numpyro-nuts", "numpyro-hmcecs", "pymc-nuts", *OUR_STEPS)
 KINDS = ("logistic", "linear", "hierarchical")
+NUMPYRO_KINDS = ("logistic", "hierarchical")
+#: Free variables of each kind in the order of the draws' columns (vectors flattened).
+DRAW_ORDER = {
+    "logistic": ("alpha", "beta"),
+    "linear": ("alpha", "beta", "sigma"),
+    "hierarchical": ("beta", "mu_a", "sigma_a", "a", "sigma"),
+}
 
 
-def _numpyro(method: str, x, y, draws: int, tune: int, chains: int, seed: int) -> dict:
+def stack_draws(samples: Mapping, kind: str, chains: int, draws: int) -> np.ndarray:
+    """One ``(chains, draws, coordinates)`` array of the kind's variables in DRAW_ORDER.
+
+    Parameters
+    ----------
+    samples
+        Mapping from variable name to draws of shape ``(chains, draws, *shape)``.
+    kind
+        The case's model kind, a key of :data:`DRAW_ORDER`.
+    chains, draws
+        Number of chains and of draws per chain.
+    """
+    columns = [np.asarray(samples[name]).reshape(chains, draws, -1) for name in DRAW_ORDER[kind]]
+    return np.concatenate(columns, axis=-1)
+
+
+def _numpyro_model(kind: str, groups: int):
+    """The case's model in numpyro, ``model(data, subsample_size=None)``.
+
+    The rows sit in a ``numpyro.plate`` that HMCECS subsamples; ``data`` holds ``x``,
+    ``y`` and, for the hierarchical kind, ``group`` as jax arrays.
+    """
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    def logistic(data, subsample_size=None):
+        d = data["x"].shape[1]
+        alpha = numpyro.sample("alpha", dist.Normal(0.0, PRIOR_SD))
+        beta = numpyro.sample("beta", dist.Normal(jnp.zeros(d), PRIOR_SD).to_event(1))
+        with numpyro.plate("rows", data["y"].shape[0], subsample_size=subsample_size):
+            xb = numpyro.subsample(data["x"], event_dim=1)
+            yb = numpyro.subsample(data["y"], event_dim=0)
+            numpyro.sample("y", dist.Bernoulli(logits=alpha + xb @ beta), obs=yb)
+
+    def hierarchical(data, subsample_size=None):
+        d = data["x"].shape[1]
+        beta = numpyro.sample("beta", dist.Normal(jnp.zeros(d), PRIOR_SD).to_event(1))
+        mu_a = numpyro.sample("mu_a", dist.Normal(0.0, PRIOR_SD))
+        sigma_a = numpyro.sample("sigma_a", dist.HalfNormal(GROUP_SCALE_SD))
+        a = numpyro.sample("a", dist.Normal(mu_a, sigma_a).expand([groups]).to_event(1))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(PRIOR_SD))
+        with numpyro.plate("rows", data["y"].shape[0], subsample_size=subsample_size):
+            xb = numpyro.subsample(data["x"], event_dim=1)
+            gb = numpyro.subsample(data["group"], event_dim=0)
+            yb = numpyro.subsample(data["y"], event_dim=0)
+            numpyro.sample("y", dist.Normal(a[gb] + xb @ beta, sigma), obs=yb)
+
+    models = {"logistic": logistic, "hierarchical": hierarchical}
+    if kind not in models:
+        raise ValueError(f"No numpyro model of kind {kind!r}; kinds: {NUMPYRO_KINDS}.")
+    return models[kind]
+
+
+def _numpyro(method: str, data: dict, draws: int, tune: int, chains: int, seed: int, kind: str):
     import numpyro
 
     numpyro.set_host_device_count(chains)
     import jax
     import jax.numpy as jnp
-    import numpyro.distributions as dist
     from numpyro.infer import HMCECS, MCMC, NUTS, SVI, Trace_ELBO
     from numpyro.infer.autoguide import AutoDelta
 
     imported = time.perf_counter()
-    n, d = x.shape
-    x, y = jnp.asarray(x), jnp.asarray(y)
-
-    def model(x, y, subsample_size=None):
-        alpha = numpyro.sample("alpha", dist.Normal(0.0, PRIOR_SD))
-        beta = numpyro.sample("beta", dist.Normal(jnp.zeros(d), PRIOR_SD).to_event(1))
-        with numpyro.plate("rows", n, subsample_size=subsample_size):
-            xb = numpyro.subsample(x, event_dim=1)
-            yb = numpyro.subsample(y, event_dim=0)
-            numpyro.sample("y", dist.Bernoulli(logits=alpha + xb @ beta), obs=yb)
-
+    n = data["x"].shape[0]
+    model = _numpyro_model(kind, _groups(data))
+    arrays = {key: jnp.asarray(value) for key, value in data.items()}
     key = jax.random.PRNGKey(seed)
     map_s = 0.0
     if method == "numpyro-hmcecs":
@@ -64,34 +121,53 @@ def _numpyro(method: str, x, y, draws: int, tune: int, chains: int, seed: int) -
         guide = AutoDelta(model)
         svi = SVI(model, guide, numpyro.optim.Adam(HMCECS_SVI_LEARNING_RATE), Trace_ELBO())
         t = time.perf_counter()
-        fit = svi.run(svi_key, HMCECS_SVI_STEPS, x, y, HMCECS_SUBSAMPLE, progress_bar=False)
+        fit = svi.run(svi_key, HMCECS_SVI_STEPS, arrays, HMCECS_SUBSAMPLE, progress_bar=False)
+        jax.block_until_ready(fit.params)  # jax returns before it has computed
         map_s = time.perf_counter() - t
         reference = {name.removesuffix("_auto_loc"): value for name, value in fit.params.items()}
         kernel = HMCECS(NUTS(model), num_blocks=HMCECS_BLOCKS, proxy=HMCECS.taylor_proxy(reference))
-        args = (x, y, HMCECS_SUBSAMPLE)
+        args = (arrays, HMCECS_SUBSAMPLE)
     else:
         kernel = NUTS(model)
-        args = (x, y)
+        args = (arrays,)
     mcmc = MCMC(
         kernel,
         num_warmup=tune,
         num_samples=draws,
         num_chains=chains,
-        chain_method="parallel",
+        chain_method=_chain_method(method, _groups(data)),
         progress_bar=False,
     )
     t = time.perf_counter()
     mcmc.run(key, *args)
+    samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
     sampling_s = time.perf_counter() - t
-    samples = mcmc.get_samples(group_by_chain=True)
-    alpha = np.asarray(samples["alpha"])[..., None]
     return {
-        "draws": np.concatenate([alpha, np.asarray(samples["beta"])], axis=-1),
+        "draws": stack_draws(samples, kind, chains, draws),
         "import_s": imported - START,
         "setup_s": map_s,
         "sampling_s": sampling_s,
         "rows_per_draw": float(HMCECS_SUBSAMPLE if method == "numpyro-hmcecs" else n),
     }
+
+
+#: Above this many group intercepts HMCECS runs its chains one after the other: its
+#: second-order proxy holds a D x D Hessian per subsampled row, and two chains at once
+#: with 500 groups (505 parameters) were killed at 22.7 GB on a 24 GB machine (100
+#: groups: 5.0 GB, 200: 9.7 GB).
+HMCECS_SEQUENTIAL_ABOVE_GROUPS = 200
+
+
+def _chain_method(method: str, groups: int) -> str:
+    """numpyro's ``chain_method``: "parallel" except for HMCECS on many groups."""
+    if method == "numpyro-hmcecs" and groups > HMCECS_SEQUENTIAL_ABOVE_GROUPS:
+        return "sequential"
+    return "parallel"
+
+
+def _groups(data: dict) -> int:
+    """Number of group intercepts: every group has rows, so the largest label plus one."""
+    return int(data["group"].max()) + 1 if "group" in data else 0
 
 
 def _pymc_model(kind: str, data: dict):
@@ -111,8 +187,8 @@ def _pymc_model(kind: str, data: dict):
             pm.Normal("y", alpha + x @ beta, sigma, observed=y)
         elif kind == "hierarchical":
             mu_a = pm.Normal("mu_a", 0.0, PRIOR_SD)
-            sigma_a = pm.HalfNormal("sigma_a", 2.0)
-            a = pm.Normal("a", mu_a, sigma_a, shape=int(data["group"].max()) + 1)
+            sigma_a = pm.HalfNormal("sigma_a", GROUP_SCALE_SD)
+            a = pm.Normal("a", mu_a, sigma_a, shape=_groups(data))
             sigma = pm.HalfNormal("sigma", PRIOR_SD)
             pm.Normal("y", a[data["group"]] + x @ beta, sigma, observed=y)
         else:
@@ -145,12 +221,7 @@ def _pymc(method: str, data: dict, draws: int, tune: int, chains: int, seed: int
             compute_convergence_checks=False,
         )
         sampling_s = time.perf_counter() - t
-    posterior = idata.posterior
-    names = [v.name for v in model.free_RVs]  # alpha before beta, as numpyro's draws
-    names = sorted(names, key=lambda name: name != "alpha")
-    values = np.concatenate(
-        [np.asarray(posterior[name]).reshape(chains, draws, -1) for name in names], axis=-1
-    )
+    values = stack_draws(idata.posterior, kind, chains, draws)
     rows = float(n)
     if step is not None:
         rows = float(np.mean(np.asarray(idata.sample_stats["batch_size"])))
@@ -179,13 +250,12 @@ def main(argv: list[str] | None = None) -> None:
     with np.load(args.data) as stored:
         data = {key: stored[key] for key in stored.files}
     if args.method.startswith("numpyro"):
-        if args.kind != "logistic":
-            parser.error("the numpyro methods run the logistic case only")
-        result = _numpyro(
-            args.method, data["x"], data["y"], args.draws, args.tune, args.chains, args.seed
-        )
+        if args.kind not in NUMPYRO_KINDS:
+            parser.error(f"the numpyro methods have models of kinds {NUMPYRO_KINDS} only")
+        run = _numpyro
     else:
-        result = _pymc(args.method, data, args.draws, args.tune, args.chains, args.seed, args.kind)
+        run = _pymc
+    result = run(args.method, data, args.draws, args.tune, args.chains, args.seed, args.kind)
     result["process_s"] = time.perf_counter() - START
     np.savez(args.out, **result)
 

@@ -3,7 +3,8 @@
 Every method runs in a fresh Python process (:mod:`pymc_minibatch_mh.bench.peer_runs`)
 on the same data file; its wall time is measured here from process start to exit, so
 imports, model building, MAP search, full-data passes, compilation and sampling all
-count. Accuracy is measured against numpyro's NUTS on the full data in the same run.
+count. Accuracy is measured against the case's reference on the full data in the same
+run: numpyro's NUTS for logistic regression, PyMC's NUTS for the Normal models.
 
 Cases: logistic regression with an intercept, N = 10^6 and D = 10, and N = 10^5 and
 D = 50 (``--quick``: N = 20,000, D = 5, fewer draws). PyMC's NUTS is a secondary column
@@ -13,6 +14,9 @@ hour there).
 Cache state: ``warm`` (default) first runs every PyMC method once on a small data set of
 the same width, so PyTensor's (and numba's) on-disk caches hold the compiled functions;
 ``cold`` gives every process an empty compilation directory.
+
+``bench many`` (:mod:`pymc_minibatch_mh.bench.many`) runs its own cases through
+:func:`run_peers` and writes its report with :func:`write_reports`.
 """
 
 from __future__ import annotations
@@ -21,11 +25,12 @@ import json
 import math
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +39,12 @@ import pandas as pd
 from pymc_minibatch_mh.bench.peer_runs import OUR_STEPS
 from pymc_minibatch_mh.bench.report import markdown_table
 
+GROUPS = 20
+#: Unbalanced groups: group shares drawn from a symmetric Dirichlet of this concentration,
+#: on top of a floor of MIN_GROUP_ROWS rows per group.
+GROUP_CONCENTRATION = 0.5
+MIN_GROUP_ROWS = 5
+
 
 @dataclass(frozen=True)
 class PeerCase:
@@ -41,8 +52,9 @@ class PeerCase:
 
     ``kind`` is ``"logistic"`` (numpyro's NUTS is the reference and HMCECS the peer),
     ``"linear"`` (Normal likelihood with a free sigma) or ``"hierarchical"`` (a centred
-    Normal model with ``GROUPS`` group intercepts): for these two PyMC's NUTS is the
-    reference and the baseline.
+    Normal model with ``groups`` group intercepts, of equal expected sizes or, with
+    ``unbalanced``, of very unequal ones): for these two PyMC's NUTS is the reference and
+    the baseline. ``numpyro`` adds numpyro's NUTS and HMCECS to a hierarchical case.
     """
 
     name: str
@@ -52,6 +64,9 @@ class PeerCase:
     tune: int = 500
     pymc_nuts: bool = False
     kind: str = "logistic"
+    groups: int = GROUPS
+    unbalanced: bool = False
+    numpyro: bool = False
 
     @property
     def reference(self) -> str:
@@ -61,7 +76,7 @@ class PeerCase:
     def methods(self) -> list[str]:
         if self.kind == "logistic":
             return [REFERENCE, PEER, *OUR_STEPS] + (["pymc-nuts"] if self.pymc_nuts else [])
-        return ["pymc-nuts", *OUR_STEPS]
+        return ["pymc-nuts", *([REFERENCE, PEER] if self.numpyro else []), *OUR_STEPS]
 
 
 FULL_CASES = (
@@ -77,6 +92,7 @@ QUICK_CASES = (
 REFERENCE = "numpyro-nuts"
 PEER = "numpyro-hmcecs"
 TIMEOUT_S = 3 * 3600
+WARM_UP_ROWS = 5_000
 
 
 def case_data(case: PeerCase, seed: int) -> dict[str, np.ndarray]:
@@ -90,14 +106,30 @@ def case_data(case: PeerCase, seed: int) -> dict[str, np.ndarray]:
     if case.kind == "linear":
         return {"x": x, "y": 0.3 + x @ beta + rng.normal(0.0, 1.3, size=case.n)}
     if case.kind == "hierarchical":
-        group = rng.integers(0, GROUPS, size=case.n)
-        intercepts = rng.normal(0.5, 0.7, size=GROUPS)
+        group = group_labels(case.n, case.groups, case.unbalanced, rng)
+        intercepts = rng.normal(0.5, 0.7, size=case.groups)
         y = intercepts[group] + x @ beta + rng.normal(0.0, 1.0, size=case.n)
         return {"x": x, "y": y, "group": group}
     raise ValueError(f"Unknown case kind {case.kind!r}.")
 
 
-GROUPS = 20
+def group_labels(n: int, groups: int, unbalanced: bool, rng: np.random.Generator) -> np.ndarray:
+    """The group of each of ``n`` rows, every one of ``groups`` groups present.
+
+    Balanced: uniform labels. Unbalanced: ``MIN_GROUP_ROWS`` rows per group, the rest
+    spread by group shares from a Dirichlet with concentration ``GROUP_CONCENTRATION``
+    (a few groups hold most rows), then shuffled.
+    """
+    if not unbalanced:
+        return rng.integers(0, groups, size=n)
+    floor = MIN_GROUP_ROWS * groups
+    if n < floor:
+        raise ValueError(f"{groups} unbalanced groups need at least {floor} rows; got {n}.")
+    shares = rng.dirichlet(np.full(groups, GROUP_CONCENTRATION))
+    labels = np.concatenate(
+        [np.repeat(np.arange(groups), MIN_GROUP_ROWS), rng.choice(groups, n - floor, p=shares)]
+    )
+    return rng.permutation(labels)
 
 
 def logistic_data(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -116,12 +148,17 @@ def run_peers(
     seed: int = 1,
     pymc_nuts_everywhere: bool = False,
     methods: tuple[str, ...] | None = None,
+    cases: tuple[PeerCase, ...] | None = None,
     progress=print,
 ) -> dict:
-    """Run every case; return ``{"cases": [...], "stack": {...}}`` (JSON-serialisable)."""
+    """Run every case; return ``{"cases": [...], "stack": {...}}`` (JSON-serialisable).
+
+    ``cases`` replaces the peers cases (``QUICK_CASES`` or ``FULL_CASES`` by ``quick``).
+    """
     if cache not in ("warm", "cold"):
         raise ValueError(f"cache must be 'warm' or 'cold'; got {cache!r}.")
-    cases = QUICK_CASES if quick else FULL_CASES
+    if cases is None:
+        cases = QUICK_CASES if quick else FULL_CASES
     results = []
     with tempfile.TemporaryDirectory(prefix="peers-") as tmp:
         tmp = Path(tmp)
@@ -140,13 +177,15 @@ def run_peers(
                 progress(f"[{case.name}] {method} ...")
                 runs[method] = _run_one(method, case, data_path, tmp, seed, cache)
                 progress(f"[{case.name}] {method}: {_summary(runs[method])}")
-            results.append({"case": case.__dict__, "rows": _rows(runs, case.reference)})
+            rows = _rows(runs, case.reference, n=case.n)
+            results.append({"case": case.__dict__, "rows": rows})
     return {"cases": results, "stack": stack_description(cache)}
 
 
 def _warm_up(case: PeerCase, methods: list[str], tmp: Path, seed: int, progress) -> None:
     """One short run per PyMC method on small data of the same width (fills the caches)."""
-    small = PeerCase(case.name + " warm-up", 5_000, case.d, 50, 50, kind=case.kind)
+    rows = max(WARM_UP_ROWS, 2 * MIN_GROUP_ROWS * case.groups)
+    small = replace(case, name=case.name + " warm-up", n=rows, draws=50, tune=50)
     path = tmp / "warm.npz"
     np.savez(path, **case_data(small, seed))
     for method in methods:
@@ -176,15 +215,26 @@ def _run_one(method: str, case: PeerCase, data: Path, tmp: Path, seed: int, cach
         f"--kind={case.kind}",
     ]
     start = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"wall_s": time.perf_counter() - start, "error": f"timed out ({TIMEOUT_S} s)."}
     wall = time.perf_counter() - start
     if done.returncode != 0 or not out.exists():
-        lines = (done.stderr or done.stdout).strip().splitlines()
-        return {"wall_s": wall, "error": short_error(lines[-1] if lines else "", done.returncode)}
+        return {"wall_s": wall, "error": failure(done.returncode, done.stderr or done.stdout)}
     with np.load(out) as result:
         run = {key: result[key] for key in result.files}
     run["wall_s"] = wall
     return run
+
+
+def failure(returncode: int, output: str) -> str:
+    """What went wrong in a method's process: the signal that killed it or its error."""
+    if returncode < 0:
+        name = signal.Signals(-returncode).name
+        return f"killed by {name}" + (" (out of memory?)." if name == "SIGKILL" else ".")
+    lines = output.strip().splitlines()
+    return short_error(lines[-1] if lines else "", returncode)
 
 
 def short_error(last_line: str, returncode: int) -> str:
@@ -203,8 +253,12 @@ def _summary(run: dict) -> str:
     return f"{run['wall_s']:.1f} s"
 
 
-def _rows(runs: dict, reference_method: str = REFERENCE) -> list[dict]:
-    """Table rows: ESS/s over the whole wall time, ratios, errors against the reference."""
+def _rows(runs: dict, reference_method: str = REFERENCE, n: int | None = None) -> list[dict]:
+    """Table rows: ESS/s over the whole wall time, ratios, errors against the reference.
+
+    With ``n``, the number of data rows, each row also has ``rows_share``: rows read per
+    draw as a share of ``n``.
+    """
     import arviz as az
 
     reference = runs.get(reference_method, {})
@@ -230,12 +284,15 @@ def _rows(runs: dict, reference_method: str = REFERENCE) -> list[dict]:
             rows_per_draw=float(run["rows_per_draw"]),
             n_data_passes=round(float(run["n_data_passes"]), 2) if "n_data_passes" in run else None,
         )
+        if n:
+            row["rows_share"] = row["rows_per_draw"] / n
         if ref_draws is not None and method != reference_method:
             flat = draws.reshape(-1, draws.shape[-1])
             row["max_mean_err_sd"] = float(np.max(np.abs(flat.mean(axis=0) - ref_mean) / ref_sd))
             row["max_sd_rel_err"] = float(np.max(np.abs(flat.std(axis=0) / ref_sd - 1.0)))
         rows.append(row)
-    for base, column in ((PEER, "x_hmcecs"), ("pymc-nuts", "x_pymc_nuts")):
+    bases = ((PEER, "x_hmcecs"), ("pymc-nuts", "x_pymc_nuts"), (REFERENCE, "x_numpyro_nuts"))
+    for base, column in bases:
         rate = next((r.get("ess_per_s") for r in rows if r["method"] == base), None)
         for row in rows:
             if rate and "ess_per_s" in row:
@@ -278,38 +335,59 @@ COLUMNS = [
 ]
 
 
-def write_reports(result: dict, out_dir: Path, *, suffix: str = "") -> list[Path]:
-    """Markdown, JSON and a bar chart of ESS/s (log scale) under ``out_dir``."""
+TITLE = "Minibatch MH steps (defaults) against numpyro HMCECS"
+INTRO = (
+    "Each method in a fresh process on identical data; wall time from process start to "
+    "exit (imports, model, MAP, passes, compilation, sampling). ESS: smallest bulk "
+    "ESS over the coefficients. Errors against the case's reference on the full data, in "
+    "its posterior sds."
+)
+
+
+def write_reports(
+    result: dict,
+    out_dir: Path,
+    *,
+    suffix: str = "",
+    name: str = "peers",
+    report=None,
+) -> list[Path]:
+    """Markdown, JSON and a bar chart of ESS/s (log scale) under ``out_dir``.
+
+    The files are ``{name}{suffix}.md``, ``.json`` and ``.png``; ``report`` renders the
+    markdown (default :func:`markdown_report`).
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = out_dir / f"peers{suffix}"
+    stem = out_dir / f"{name}{suffix}"
     paths = [stem.with_suffix(".md"), stem.with_suffix(".json"), stem.with_suffix(".png")]
-    paths[0].write_text(markdown_report(result))
+    paths[0].write_text((report or markdown_report)(result))
     paths[1].write_text(json.dumps(result, indent=2, default=_json_default))
     _plot(result, paths[2])
     return paths
 
 
-def markdown_report(result: dict) -> str:
+def markdown_report(
+    result: dict, *, title: str = TITLE, intro: str = INTRO, columns: list[str] = COLUMNS
+) -> str:
+    """The report: ``title``, ``intro``, the stack, and per case a table of ``columns``."""
     stack = result["stack"]
     lines = [
-        "# Minibatch MH steps (defaults) against numpyro HMCECS",
+        f"# {title}",
         "",
-        "Each method in a fresh process on identical data; wall time from process start to "
-        "exit (imports, model, MAP, passes, compilation, sampling). ESS: smallest bulk "
-        "ESS over the coefficients. Errors against numpyro NUTS on the full data, in its "
-        "posterior sds.",
+        intro,
         "",
         "Stack: " + ", ".join(f"{k} {v}" for k, v in stack.items() if v is not None) + ".",
     ]
     for case in result["cases"]:
         spec = case["case"]
         table = pd.DataFrame(case["rows"]).set_index("method")
-        shown = [c for c in COLUMNS[1:] if c in table.columns]
+        shown = [c for c in columns[1:] if c in table.columns]
+        reference = PeerCase(**spec).reference
         lines += [
             "",
             f"## {spec['name']}",
             "",
-            f"2 chains, {spec['tune']} tune + {spec['draws']} draws each.",
+            f"2 chains, {spec['tune']} tune + {spec['draws']} draws each. Reference: {reference}.",
             "",
             markdown_table(table[shown]),
         ]

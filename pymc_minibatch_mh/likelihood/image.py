@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
+from pytensor.tensor.elemwise import Elemwise
 
 from pymc_minibatch_mh.likelihood.compiling import compile_function, jacobian
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors, rebuild_graph, toposort
@@ -79,7 +80,8 @@ def find_likelihood_image(tall_data: TallData, q0: np.ndarray) -> LikelihoodImag
         A point of the block where the likelihood is finite (fixes the image's shapes).
     """
     graphs = tall_data.graphs
-    q, idx, batch = graphs.q, graphs.idx, graphs.batch
+    q, idx = graphs.q, graphs.idx
+    batch = lift_row_gathers(graphs.batch, q, idx)
     frontier = _frontier(batch, q, idx)
     if not frontier:
         return None
@@ -127,16 +129,111 @@ def find_likelihood_image(tall_data: TallData, q0: np.ndarray) -> LikelihoodImag
     )
 
 
+#: Largest number of gathers moved by :func:`lift_row_gathers` (a guard on the loop).
+MAX_LIFTS = 200
+
+
+def lift_row_gathers(batch: Variable, q: Variable, idx: Variable) -> Variable:
+    """Move row-free elementwise operations inside the gathers over rows they act on.
+
+    A non-centred effect is written ``sigma * z[group]``: the gather ``z[group]`` reads
+    the rows, so the data-free quantities the likelihood reads are ``sigma`` and ``z``
+    separately, and a Taylor proxy in them fits only near its expansion point (the
+    posterior is curved along ``sigma * z = const``). Rewritten as
+    ``(sigma * z)[group]``, the likelihood reads the group effects themselves, in which
+    it is close to Gaussian. The rewrite applies to an elementwise node affine in its one
+    input that depends on the rows (sum, difference, product, negation, division of it),
+    when that input is a gather ``z[i]`` along the first
+    axis of a block-dependent ``z`` by a vector ``i`` and every other input is row-free and
+    broadcasts along that axis (a scalar or an ``(1, K)`` row): then
+    ``op(z[i], c) == op(z, c)[i]``. It is repeated until no node qualifies, so
+    ``mu + sigma * z[group]`` becomes ``(mu + sigma * z)[group]``.
+    """
+    for _ in range(MAX_LIFTS):
+        lift = _next_liftable(batch, q, idx)
+        if lift is None:
+            return batch
+        node, position = lift
+        gather = node.inputs[position].owner
+        source, index = gather.inputs
+        others = list(node.inputs)
+        others[position] = source
+        moved = node.op(*others)
+        lifted = gather.clone_with_new_inputs([moved, index], strict=False).outputs[0]
+        batch = rebuild_graph(batch, {node.outputs[0]: lifted})
+    return batch
+
+
+def _next_liftable(batch: Variable, q: Variable, idx: Variable):
+    """The first ``(node, position of its gather input)`` :func:`lift_row_gathers` moves."""
+    nodes = list(toposort([batch]))
+    on_rows, on_q = _dependents(nodes, idx), _dependents(nodes, q)
+    for node in nodes:
+        if not isinstance(node.op, Elemwise) or len(node.outputs) != 1:
+            continue
+        row_inputs = [k for k, var in enumerate(node.inputs) if var in on_rows]
+        if len(row_inputs) != 1 or not _affine_in(node, row_inputs[0]):
+            continue
+        gathered = node.inputs[row_inputs[0]]
+        gather = gathered.owner
+        if gather is None or not _is_row_gather(gather, on_rows, on_q):
+            continue
+        out = node.outputs[0]
+        if out.ndim != gathered.ndim or out.dtype != gathered.dtype:
+            continue
+        others = [var for k, var in enumerate(node.inputs) if k != row_inputs[0]]
+        if all(var.ndim == out.ndim and var.broadcastable[0] for var in others):
+            return node, row_inputs[0]
+    return None
+
+
+#: Elementwise operations affine in each input (TrueDiv: in its numerator only).
+_AFFINE_OPS = ("Add", "Sub", "Mul", "Neg")
+
+
+def _affine_in(node, position: int) -> bool:
+    """Whether the elementwise ``node`` is affine in its input ``position`` (the others
+    fixed). Only such operations are moved inside a gather: a scale and shift keep the
+    image a vector of effects, while a non-linear map (``exp(z[g])``, ``invlogit(z[g])``)
+    would put the proxy in a less Gaussian coordinate."""
+    name = type(node.op.scalar_op).__name__
+    return name in _AFFINE_OPS or (name == "TrueDiv" and position == 0)
+
+
+def _dependents(nodes: list, root: Variable) -> set:
+    """``root`` and every variable of ``nodes`` (in topological order) computed from it."""
+    found = {root}
+    for node in nodes:
+        if any(var in found for var in node.inputs):
+            found.update(node.outputs)
+    return found
+
+
+def _is_row_gather(node, on_rows: set, on_q: set) -> bool:
+    """``z[i]`` along the first axis, ``z`` row-free and block-dependent, ``i`` a vector of
+    row-dependent integers (``AdvancedSubtensor1``, or ``AdvancedSubtensor`` with one
+    index)."""
+    if type(node.op).__name__ not in ("AdvancedSubtensor1", "AdvancedSubtensor"):
+        return False
+    idx_list = getattr(node.op, "idx_list", None)  # pytensor 3 keeps slices in the op
+    if len(node.inputs) != 2 or (idx_list is not None and len(idx_list) != 1):
+        return False
+    source, index = node.inputs
+    return (
+        source in on_q
+        and source not in on_rows
+        and index in on_rows
+        and index.ndim == 1
+        and index.dtype.startswith(("int", "uint"))
+        and node.outputs[0].ndim == source.ndim
+    )
+
+
 def _frontier(batch: Variable, q: Variable, idx: Variable) -> list[Variable]:
     """Floating-point variables that depend on ``q`` but not on ``idx`` and are read by an
     operation that depends on ``idx`` (in a fixed graph order)."""
     nodes = list(toposort([batch]))
-    on_rows, on_q = {idx}, {q}
-    for node in nodes:
-        if any(var in on_rows for var in node.inputs):
-            on_rows.update(node.outputs)
-        if any(var in on_q for var in node.inputs):
-            on_q.update(node.outputs)
+    on_rows, on_q = _dependents(nodes, idx), _dependents(nodes, q)
     frontier, seen = [], set()
     for node in nodes:
         if not any(out in on_rows for out in node.outputs):

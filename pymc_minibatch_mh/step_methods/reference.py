@@ -202,10 +202,12 @@ def newton_map(
 
     The step solves ``(-H + lambda I) d = g`` for the log posterior's gradient ``g`` and
     Hessian ``H`` (likelihood tempered by ``temperature``, plus the prior's), with
-    ``lambda = 0`` where ``-H`` is positive definite and otherwise the smallest power-of-ten
-    multiple of ``1e-6 * mean |diag H|`` that makes it so; the step length is halved until
-    the log posterior rises by at least a ``1e-4`` share of the predicted rise (Armijo).
-    It stops when the Newton decrement ``g . d / 2`` is below ``tolerance``.
+    ``lambda = 0`` where ``-H`` is positive definite and otherwise twice the magnitude of
+    its most negative eigenvalue; the step length is halved until the log posterior rises
+    by at least a ``1e-4`` share of the predicted rise (Armijo). It stops when ``-H`` is
+    positive definite and the Newton decrement ``g . d / 2`` is below ``tolerance``: a
+    small decrement where the Hessian is indefinite marks a saddle, which non-centred and
+    crossed effects have where a group scale meets zero.
 
     Parameters
     ----------
@@ -228,9 +230,11 @@ def newton_map(
     value = _log_posterior(proxy, prior_at(position), temperature)[0]
     while passes < max_passes:
         value, gradient, hessian = _log_posterior(proxy, prior_at(position), temperature)
-        direction = _newton_direction(gradient, hessian)
+        direction, definite = _newton_direction(gradient, hessian)
         decrement = float(gradient @ direction)
-        if decrement / 2.0 < tolerance:
+        # A small decrement where the Hessian is not definite is a saddle (e.g. where a
+        # non-centred effect's scale meets zero), not a mode: keep climbing.
+        if definite and decrement / 2.0 < tolerance:
             return NewtonResult(position, proxy, True, passes)
         length = 1.0
         while passes < max_passes:
@@ -260,16 +264,30 @@ def _log_posterior(proxy: TaylorProxy, prior: tuple, temperature: float):
     )
 
 
-def _newton_direction(gradient: np.ndarray, hessian: np.ndarray) -> np.ndarray:
-    """Solve ``(-H + lambda I) d = g`` with the smallest damping that makes it definite."""
+def _newton_direction(gradient: np.ndarray, hessian: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Solve ``(-H + lambda I) d = g``; return ``d`` and whether ``-H`` itself is definite.
+
+    Where ``-H`` is positive definite, ``lambda = 0`` (the Newton step). Otherwise
+    ``lambda`` is twice the magnitude of the most negative eigenvalue of ``-H`` (at least
+    ``1e-6 * mean |diag H|``): a step along the directions of positive curvature that
+    still climbs along those of negative curvature, instead of a tiny step under a
+    damping sized to the largest curvature.
+    """
     precision = -0.5 * (hessian + hessian.T)
     scale = max(float(np.mean(np.abs(np.diag(precision)))), 1e-12)
-    damping = 0.0
+    try:
+        chol = np.linalg.cholesky(precision)
+    except np.linalg.LinAlgError:
+        pass
+    else:
+        return np.linalg.solve(chol.T, np.linalg.solve(chol, gradient)), True
+    lowest = float(np.linalg.eigvalsh(precision)[0])
+    damping = max(-2.0 * lowest, 1e-6 * scale)
     for _ in range(30):
         try:
             chol = np.linalg.cholesky(precision + damping * np.eye(gradient.size))
         except np.linalg.LinAlgError:
-            damping = 1e-6 * scale if damping == 0.0 else 10.0 * damping
+            damping *= 10.0
             continue
-        return np.linalg.solve(chol.T, np.linalg.solve(chol, gradient))
-    return gradient / scale  # no definite damping found: a short gradient step
+        return np.linalg.solve(chol.T, np.linalg.solve(chol, gradient)), False
+    return gradient / scale, False  # no definite damping found: a short gradient step

@@ -85,3 +85,61 @@ def failures_against(
     if check_power:
         assert not result.underpowered(mean_tol), result.underpowered(mean_tol)
     return result.failures(mean_tol, sd_tol)
+
+
+def familywise_z(n_coordinates: int, familywise: float = 0.01) -> float:
+    """Two-sided normal quantile that keeps the chance of any false alarm among
+    ``n_coordinates`` independent checks at ``familywise`` (Bonferroni)."""
+    from scipy import stats
+
+    return float(stats.norm.isf(familywise / (2.0 * max(n_coordinates, 1))))
+
+
+def many_failures(
+    draws: dict[str, np.ndarray],
+    ref_mean: dict,
+    ref_sd: dict,
+    *,
+    ref_ess: float,
+    mean_tol: float,
+    sd_tol: float,
+    familywise: float = 0.01,
+) -> list[str]:
+    """Coordinates outside the tolerances, for models with hundreds of coordinates.
+
+    With hundreds of coordinates the largest Monte Carlo error alone exceeds a fixed
+    tolerance: at 0.05 sd per coordinate (ESS 400), the largest of 200 is about 0.15 sd.
+    A coordinate therefore fails when its error exceeds both the tolerance and
+    ``z * noise``: ``noise`` combines the sampler's Monte Carlo standard error (from its
+    bulk ESS) and the reference's (from the reference's smallest bulk ESS ``ref_ess``),
+    and ``z`` keeps the chance of any false alarm at ``familywise``
+    (:func:`familywise_z`). Before that, each coordinate's own Monte Carlo error must be
+    at most a third of ``mean_tol`` (bulk ESS of about 400 for 0.15 sd): a chain that mixes
+    too slowly fails as underpowered instead of passing on wide error bars.
+    """
+    z = familywise_z(len(draws), familywise)
+    out = []
+    for key, values in draws.items():
+        sd = float(values.std())
+        mcse = sd / np.sqrt(float(az.ess(values, method="bulk"))) / ref_sd[key]
+        if 3.0 * mcse > mean_tol:
+            out.append(f"{key}: underpowered, Monte Carlo s.e. {mcse:.3f} sd > {mean_tol / 3:.3f}")
+            continue
+        err = abs(float(values.mean()) - ref_mean[key]) / ref_sd[key]
+        mean_bound = max(mean_tol, z * float(np.hypot(mcse, 1.0 / np.sqrt(ref_ess))))
+        if err > mean_bound:
+            out.append(f"{key}: |mean error| = {err:.3f} ref sd > {mean_bound:.3f}")
+        sd_err = abs(sd / ref_sd[key] - 1.0)
+        sd_mcse = _sd_mcse(values) / ref_sd[key]
+        sd_bound = max(sd_tol, z * float(np.hypot(sd_mcse, 1.0 / np.sqrt(2.0 * ref_ess))))
+        if sd_err > sd_bound:
+            out.append(f"{key}: |sd / ref sd - 1| = {sd_err:.3f} > {sd_bound:.3f}")
+    return out
+
+
+def _sd_mcse(values: np.ndarray) -> float:
+    """Monte Carlo standard error of the sd of ``(chain, draw)`` draws, from the ESS of the
+    squared deviations (delta method; ``az.mcse(method="sd")`` fails on some versions)."""
+    squares = (values - values.mean()) ** 2
+    ess = float(az.ess(squares, method="bulk"))
+    return float(squares.std() / np.sqrt(ess) / (2.0 * values.std()))

@@ -37,7 +37,6 @@ from .user_models import (
     BUILDERS,
     MEAN_TOL,
     SD_TOL,
-    STEP_NAMES,
     Reference,
     UserCase,
     batch_limit,
@@ -45,6 +44,7 @@ from .user_models import (
     mean_batch_fraction,
     refusal_problem,
     step_class,
+    step_pairs,
 )
 
 #: (model, step) pairs that must be refused at construction, each with a key phrase the
@@ -95,15 +95,7 @@ DRAWS = {"hier_centred": 3000, "hier_noncentred": 3000}
 #: is removed). None at present.
 KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 
-PAIRS = [(model, step) for model in BUILDERS for step in STEP_NAMES]
-ACCEPTED = [
-    pytest.param(*pair, marks=pytest.mark.xfail(reason=KNOWN_FAILURES[pair], strict=True))
-    if pair in KNOWN_FAILURES
-    else pair
-    for pair in PAIRS
-    if pair not in EXPECTED_REFUSALS
-]
-REFUSED = [pair for pair in PAIRS if pair in EXPECTED_REFUSALS]
+ACCEPTED, REFUSED = step_pairs(BUILDERS, EXPECTED_REFUSALS, KNOWN_FAILURES)
 
 
 @cache

@@ -95,7 +95,8 @@ class UserCase:
     nuts_seed : int
         ``random_seed`` of the NUTS reference run.
     nuts_kwargs : dict
-        Extra ``pm.sample`` arguments of the NUTS reference run (e.g. ``target_accept``).
+        Extra ``pm.sample`` arguments of the NUTS reference run (e.g. ``target_accept``),
+        or replacements of :data:`NUTS_SETTINGS` (e.g. more ``draws``).
     reference_draws : dict of str to ndarray, optional
         External reference draws (posteriordb); NUTS is not run when given.
     """
@@ -146,11 +147,10 @@ class UserCase:
         start = time.perf_counter()
         with self.model:
             idata = pm.sample(
-                **NUTS_SETTINGS,
+                **{**NUTS_SETTINGS, **self.nuts_kwargs},
                 random_seed=self.nuts_seed,
                 progressbar=False,
                 compute_convergence_checks=False,
-                **self.nuts_kwargs,
             )
         seconds = time.perf_counter() - start
         draws = coordinate_draws(posterior_of(idata), self.var_names)
@@ -588,6 +588,28 @@ BATCH_LIMITS = {"MinibatchBarker": 0.05, "Austere": 0.05, "TunaMH": 0.01, "FlyMC
 BATCH_CHECK_MIN_N = 20_000
 #: Steps that refuse unsupported models; a refusal must name the step or an alternative.
 REFUSAL_NAMES = ("MinibatchBarker", "Austere", "TunaMH", "FlyMC")
+
+
+def step_pairs(
+    model_names, refusals: dict, known_failures: dict
+) -> tuple[list, list[tuple[str, str]]]:
+    """Parameters of an acceptance suite: ``(accepted, refused)`` (model, step) pairs.
+
+    Every model with every step of :data:`STEP_NAMES`; pairs in ``refusals`` must be
+    refused, the others sampled, those in ``known_failures`` as strict xfails with the
+    recorded reason (a fix makes the test fail until the entry is removed).
+    """
+    import pytest
+
+    pairs = [(model, step) for model in model_names for step in STEP_NAMES]
+    accepted = [
+        pytest.param(*pair, marks=pytest.mark.xfail(reason=known_failures[pair], strict=True))
+        if pair in known_failures
+        else pair
+        for pair in pairs
+        if pair not in refusals
+    ]
+    return accepted, [pair for pair in pairs if pair in refusals]
 
 
 def step_class(name: str):

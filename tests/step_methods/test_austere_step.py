@@ -67,3 +67,25 @@ def test_steps_per_draw_accumulates_work(gaussian_model):
 def test_bad_arguments(gaussian_model, kwargs, match):
     with gaussian_model, pytest.raises(ValueError, match=match):
         Austere(**kwargs)
+
+
+def test_default_design_accounts_for_the_dimension():
+    """Above 20 coordinates the default tolerance shrinks as sqrt(20 / D) and three MH
+    steps make a draw; an explicit tolerance or steps_per_draw is kept."""
+    import pymc as pm
+
+    from pymc_minibatch_mh.step_methods.austere import default_tolerance
+
+    assert default_tolerance(5) == default_tolerance(20) == 0.02
+    assert default_tolerance(80) == pytest.approx(0.01)
+    rng = np.random.default_rng(0)
+    groups = rng.integers(0, 400, 4_000)
+    with pm.Model():
+        a = pm.Normal("a", 0, 1, shape=400)
+        pm.Normal("y", a[groups], 1.0, observed=rng.normal(size=4_000))
+        wide = Austere(progressbar=False)
+        chosen = Austere(tolerance=0.02, steps_per_draw=1, progressbar=False)
+    assert wide.steps_per_draw == 3
+    assert wide.design.error <= default_tolerance(400) < 0.02
+    assert chosen.steps_per_draw == 1 and chosen.design.error <= 0.02
+    assert chosen.design.error > default_tolerance(400)  # negative control: not shrunk

@@ -86,3 +86,25 @@ def test_step_reference_is_the_mode_pymc_finds(rng):
     # Newton passes are the Taylor passes: a few of them, all counted (plus the data
     # validation pass and the self-check's two full evaluations).
     assert 4 <= step.n_data_passes <= 10
+
+
+def test_a_saddle_is_not_taken_for_the_mode():
+    """At a saddle the damped step is tiny and so is its decrement (as where the scale of
+    a non-centred effect meets zero): the search must climb on to a mode, where the
+    Hessian is negative definite, instead of stopping there."""
+
+    def taylor_at(q):
+        value = float(-0.5 * q[0] ** 2 + 0.5 * q[1] ** 2 - 0.25 * q[1] ** 4)
+        gradient = np.array([-q[0], q[1] - q[1] ** 3])
+        hessian = np.diag([-1.0, 1.0 - 3.0 * q[1] ** 2])
+        return TaylorProxy(q.copy(), value, gradient, hessian)
+
+    def prior_at(q):
+        return 0.0, np.zeros(2), np.zeros((2, 2))
+
+    start = np.array([1e-4, 1e-4])  # next to the saddle at the origin
+    assert taylor_at(start).hessian[1, 1] > 0
+    result = newton_map(taylor_at, prior_at, start, tolerance=1e-10)
+    assert result.converged
+    assert abs(result.position[1]) == pytest.approx(1.0, abs=1e-4)  # a mode at q1 = +-1
+    assert np.all(np.linalg.eigvalsh(result.proxy.hessian) < 0)

@@ -1,0 +1,212 @@
+"""Models with many parameters, written the way PyMC users write them.
+
+The models of the many-parameter acceptance suite (``test_many_parameters.py``): crossed
+non-centred random intercepts, 200 groups of unbalanced sizes (centred and non-centred),
+varying intercepts and slopes, Bernoulli and Poisson multilevel models, and a logistic
+regression with 100 features. Each ``build_<name>()`` returns a
+:class:`.user_models.UserCase` (NUTS reference cached as for the defaults suite). Data
+are simulated with seeded numpy Generators; nothing is downloaded.
+
+Group sizes are unbalanced as in real data: the share of each group is drawn from a
+Dirichlet(1) law, so the largest groups hold several times the mean and the smallest a
+handful of rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pymc as pm
+
+from .user_models import UserCase
+
+#: Rows of every many-parameter model.
+N_MANY = 50_000
+#: Groups of the Normal hierarchies (centred and non-centred).
+N_GROUPS_MANY = 200
+#: Groups of the varying-slopes model and of the Bernoulli / Poisson multilevel models.
+N_GROUPS_GLM = 100
+#: Levels of the two crossed factors.
+CROSSED_LEVELS = (30, 20)
+#: Features of the wide logistic regression.
+N_FEATURES = 100
+
+
+def unbalanced_groups(rng: np.random.Generator, n: int, groups: int) -> np.ndarray:
+    """Group index of ``n`` rows, group shares from a Dirichlet(1) law, every group present."""
+    shares = rng.dirichlet(np.ones(groups))
+    index = rng.choice(groups, size=n, p=shares)
+    index[:groups] = np.arange(groups)  # every group has at least one row
+    return index
+
+
+def build_crossed_noncentred(n: int | None = None) -> UserCase:
+    """Two crossed non-centred random intercepts (30 x 20 levels), one covariate, free
+    noise scale (N = 20,000): ``mu + sigma_a * z_a[i] + sigma_b * z_b[j] + b * x``."""
+    n = 20_000 if n is None else n
+    levels_a, levels_b = CROSSED_LEVELS
+    rng = np.random.default_rng(7301)
+    ia = rng.integers(0, levels_a, size=n)
+    ib = rng.integers(0, levels_b, size=n)
+    x = rng.normal(size=n)
+    y = (
+        0.5
+        + rng.normal(0.0, 0.8, levels_a)[ia]
+        + rng.normal(0.0, 0.5, levels_b)[ib]
+        + 0.3 * x
+        + rng.normal(size=n)
+    )
+    coords = {"store": np.arange(levels_a), "week": np.arange(levels_b)}
+    with pm.Model(coords=coords) as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        sigma_store = pm.HalfNormal("sigma_store", 1.0)
+        sigma_week = pm.HalfNormal("sigma_week", 1.0)
+        z_store = pm.Normal("z_store", 0.0, 1.0, dims="store")
+        z_week = pm.Normal("z_week", 0.0, 1.0, dims="week")
+        b = pm.Normal("b", 0.0, 1.0)
+        sigma = pm.HalfNormal("sigma", 2.0)
+        eta = mu + sigma_store * z_store[ia] + sigma_week * z_week[ib] + b * x
+        pm.Normal("y", eta, sigma, observed=y)
+    names = ["mu", "sigma_store", "sigma_week", "z_store", "z_week", "b", "sigma"]
+    # NUTS mixes slowly on this model (bulk ESS about 150 of 2 x 1000 draws for mu and
+    # the effects): a longer reference run reaches the reference's ESS floor of 400.
+    nuts_kwargs = {"draws": 8000, "target_accept": 0.9}
+    return UserCase(
+        "crossed_noncentred", model, names, n, False, nuts_seed=7401, nuts_kwargs=nuts_kwargs
+    )
+
+
+def _normal_groups(seed: int, n: int, *, noise_sd: float, group_sd: float):
+    rng = np.random.default_rng(seed)
+    group = unbalanced_groups(rng, n, N_GROUPS_MANY)
+    x = rng.normal(size=n)
+    y = rng.normal(1.0, group_sd, N_GROUPS_MANY)[group] - 0.6 * x + rng.normal(0, noise_sd, n)
+    return group, x, y
+
+
+def build_groups_centred(n: int | None = None) -> UserCase:
+    """Centred Normal hierarchy, 200 groups of unbalanced sizes, free group and noise
+    scales, ``pm.Data`` covariate (N = 50,000)."""
+    n = N_MANY if n is None else n
+    group, x, y = _normal_groups(7302, n, noise_sd=1.0, group_sd=0.5)
+    with pm.Model(coords={"group": np.arange(N_GROUPS_MANY)}) as model:
+        x_data = pm.Data("x", x)
+        mu_a = pm.Normal("mu_a", 0.0, 5.0)
+        sigma_a = pm.HalfNormal("sigma_a", 1.0)
+        a = pm.Normal("a", mu_a, sigma_a, dims="group")
+        b = pm.Normal("b", 0.0, 1.0)
+        sigma = pm.Exponential("sigma", 1.0)
+        pm.Normal("y", a[group] + b * x_data, sigma, observed=y)
+    names = ["mu_a", "sigma_a", "a", "b", "sigma"]
+    return UserCase("groups_centred", model, names, n, False, nuts_seed=7402)
+
+
+def build_groups_noncentred(n: int | None = None) -> UserCase:
+    """Non-centred Normal hierarchy, 200 groups of unbalanced sizes, in the noisy regime
+    where users pick that form (noise sd 4, group sd 0.3), with a Deterministic of the
+    group intercepts (N = 50,000)."""
+    n = N_MANY if n is None else n
+    group, x, y = _normal_groups(7303, n, noise_sd=4.0, group_sd=0.3)
+    with pm.Model(coords={"group": np.arange(N_GROUPS_MANY)}) as model:
+        x_data = pm.Data("x", x)
+        mu_a = pm.Normal("mu_a", 0.0, 5.0)
+        sigma_a = pm.HalfNormal("sigma_a", 1.0)
+        z = pm.Normal("z", 0.0, 1.0, dims="group")
+        a = pm.Deterministic("a", mu_a + sigma_a * z, dims="group")
+        b = pm.Normal("b", 0.0, 1.0)
+        sigma = pm.Exponential("sigma", 1.0)
+        pm.Normal("y", a[group] + b * x_data, sigma, observed=y)
+    names = ["mu_a", "sigma_a", "z", "b", "sigma", "a"]
+    return UserCase("groups_noncentred", model, names, n, False, nuts_seed=7403)
+
+
+def build_varying_slopes(n: int | None = None) -> UserCase:
+    """Varying intercepts and slopes (100 groups, centred, independent scales), free noise
+    scale (N = 50,000)."""
+    n = N_MANY if n is None else n
+    rng = np.random.default_rng(7304)
+    group = unbalanced_groups(rng, n, N_GROUPS_GLM)
+    x = rng.normal(size=n)
+    a_true = rng.normal(1.0, 0.5, N_GROUPS_GLM)
+    b_true = rng.normal(-0.6, 0.3, N_GROUPS_GLM)
+    y = a_true[group] + b_true[group] * x + rng.normal(size=n)
+    with pm.Model(coords={"group": np.arange(N_GROUPS_GLM)}) as model:
+        mu_a = pm.Normal("mu_a", 0.0, 5.0)
+        mu_b = pm.Normal("mu_b", 0.0, 5.0)
+        sigma_a = pm.HalfNormal("sigma_a", 1.0)
+        sigma_b = pm.HalfNormal("sigma_b", 1.0)
+        a = pm.Normal("a", mu_a, sigma_a, dims="group")
+        b = pm.Normal("b", mu_b, sigma_b, dims="group")
+        sigma = pm.HalfNormal("sigma", 2.0)
+        pm.Normal("y", a[group] + b[group] * x, sigma, observed=y)
+    names = ["mu_a", "mu_b", "sigma_a", "sigma_b", "a", "b", "sigma"]
+    return UserCase("varying_slopes", model, names, n, False, nuts_seed=7404)
+
+
+def _glm_groups(seed: int, n: int):
+    rng = np.random.default_rng(seed)
+    group = unbalanced_groups(rng, n, N_GROUPS_GLM)
+    x = rng.normal(size=(n, 2))
+    eta = rng.normal(-0.3, 0.6, N_GROUPS_GLM)[group] + x @ np.array([0.5, -0.3])
+    return rng, group, x, eta
+
+
+def build_bernoulli_groups(n: int | None = None) -> UserCase:
+    """Bernoulli-logit multilevel model: 100 centred group intercepts of unbalanced sizes,
+    two covariates (N = 50,000)."""
+    n = N_MANY if n is None else n
+    rng, group, x, eta = _glm_groups(7305, n)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(np.int8)
+    with pm.Model(coords={"group": np.arange(N_GROUPS_GLM), "feature": ["u", "v"]}) as model:
+        mu_a = pm.Normal("mu_a", 0.0, 2.5)
+        sigma_a = pm.HalfNormal("sigma_a", 1.0)
+        a = pm.Normal("a", mu_a, sigma_a, dims="group")
+        beta = pm.Normal("beta", 0.0, 1.0, dims="feature")
+        pm.Bernoulli("y", logit_p=a[group] + pm.math.dot(x, beta), observed=y)
+    names = ["mu_a", "sigma_a", "a", "beta"]
+    return UserCase("bernoulli_groups", model, names, n, False, nuts_seed=7405)
+
+
+def build_poisson_groups(n: int | None = None) -> UserCase:
+    """Poisson-log multilevel model: 100 centred group intercepts of unbalanced sizes, two
+    covariates (N = 50,000)."""
+    n = N_MANY if n is None else n
+    rng, group, x, eta = _glm_groups(7306, n)
+    y = rng.poisson(np.exp(eta))
+    with pm.Model(coords={"group": np.arange(N_GROUPS_GLM), "feature": ["u", "v"]}) as model:
+        mu_a = pm.Normal("mu_a", 0.0, 2.5)
+        sigma_a = pm.HalfNormal("sigma_a", 1.0)
+        a = pm.Normal("a", mu_a, sigma_a, dims="group")
+        beta = pm.Normal("beta", 0.0, 1.0, dims="feature")
+        pm.Poisson("y", mu=pm.math.exp(a[group] + pm.math.dot(x, beta)), observed=y)
+    names = ["mu_a", "sigma_a", "a", "beta"]
+    return UserCase("poisson_groups", model, names, n, False, nuts_seed=7406)
+
+
+def build_wide_logistic(n: int | None = None) -> UserCase:
+    """Logistic regression with 100 features and an intercept, ``pm.Data`` design matrix
+    (N = 50,000)."""
+    n = N_MANY if n is None else n
+    rng = np.random.default_rng(7307)
+    x = rng.normal(size=(n, N_FEATURES))
+    beta_true = rng.normal(0.0, 0.3, N_FEATURES)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(0.3 + x @ beta_true)))).astype(np.int8)
+    with pm.Model(coords={"feature": np.arange(N_FEATURES)}) as model:
+        X = pm.Data("X", x)
+        intercept = pm.Normal("intercept", 0.0, 2.5)
+        beta = pm.Normal("beta", 0.0, 1.0, dims="feature")
+        pm.Bernoulli("y", logit_p=intercept + pm.math.dot(X, beta), observed=y)
+    return UserCase("wide_logistic", model, ["intercept", "beta"], n, True, nuts_seed=7407)
+
+
+#: Every many-parameter case by name.
+MANY_BUILDERS: dict[str, Callable[..., UserCase]] = {
+    "crossed_noncentred": build_crossed_noncentred,
+    "groups_centred": build_groups_centred,
+    "groups_noncentred": build_groups_noncentred,
+    "varying_slopes": build_varying_slopes,
+    "bernoulli_groups": build_bernoulli_groups,
+    "poisson_groups": build_poisson_groups,
+    "wide_logistic": build_wide_logistic,
+}
