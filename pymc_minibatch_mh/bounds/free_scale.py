@@ -35,7 +35,11 @@ On the trust region ``R = {q : ||L^{-1}(q - q*)|| <= rho}``,
   ``A = C_1 E^2``, ``B = C_2 E``, ``C = C_3``.
 
 FlyMC rejects proposals outside ``R``, so the chain is exact for the posterior
-restricted to ``R``.
+restricted to ``R``. With a :class:`~pymc_minibatch_mh.bounds.row_cells.CellRegion` (every
+row cell's ellipsoid) each row uses its cell's radius ``rho_T`` in place of ``rho``: on
+the region its linear predictor and the scale stay within ``rho_T`` Laplace sds of their
+values at the centre. FlyMC uses this bound for the Student-t; a Normal likelihood is
+its own, exact collapsible bound (:mod:`pymc_minibatch_mh.bounds.normal_exact`).
 
 References
 ----------
@@ -181,14 +185,15 @@ def map_tuned_free_scale(
     design = design_rows(lp.design)
     n, ndim = design.shape
     z = np.asarray(lp.scale_row, dtype=np.float64)
-    chol, rho = region.chol, region.radius
+    # One radius for an ellipsoid, one per row's cell for a CellRegion.
+    chol, rho = region.chol, region.row_radii()
     lz = chol.T @ z
     s_half = rho * math.sqrt(float(lz @ lz))
     s_star = lp.log_scale(q_map)
     s_centre = lp.log_scale(region.centre)
     w = math.exp(-s_star)
     # Largest e^{-(s - s*)} on the region.
-    big_e = math.exp(s_half + s_star - s_centre)
+    big_e = np.exp(s_half + s_star - s_centre)
     eta_map = lp.linear_predictor(q_map)
     eta_centre = lp.linear_predictor(region.centre)
     y = np.asarray(lp.observed, dtype=np.float64)
@@ -208,7 +213,7 @@ def map_tuned_free_scale(
     norms = _row_norms(design, chol)
     if lp.family == "normal":
         residual = np.abs(y - eta_centre) + rho * norms
-        u_max = residual * math.exp(-(s_centre - s_half))
+        u_max = residual * np.exp(-(s_centre - s_half))
         # Entry bounds of the scaled Hessian on the region: |H_ee| <= E^2,
         # |H_es| <= 2 U E, |H_ss| <= 2 U^2.
         h_ee, h_es, h_ss = big_e**2, 2.0 * u_max * big_e, 2.0 * u_max**2

@@ -70,7 +70,8 @@ def map_tuned_poisson_log(
     q_map = np.asarray(q_map, dtype=np.float64)
     anchor = design @ q_map + offset
     eta_centre = design @ region.centre + offset
-    eta_high = eta_centre + region.radius * _row_norms(design, region.chol)
+    # One radius for an ellipsoid, one per row's cell for a CellRegion.
+    eta_high = eta_centre + region.row_radii() * _row_norms(design, region.chol)
     with np.errstate(over="ignore"):
         rate = np.exp(anchor)
         curvature = -0.5 * np.exp(np.maximum(eta_high, anchor))

@@ -251,3 +251,20 @@ class CellRegion:
     def margin(self, q: np.ndarray) -> float:
         """How far, in Laplace sds, ``q`` is from the nearest cell boundary."""
         return float(np.min(self.radii - self.distances(q)))
+
+
+def row_cells_for(lp, reference: np.ndarray, chol: np.ndarray | None, supports) -> RowCells | None:
+    """Cells of the rows of a linear-predictor likelihood ``lp`` that touch the same
+    coordinates (multilevel designs), or None (no row supports, no Laplace factor, a
+    likelihood of several parts, or cells that would not pay).
+
+    ``supports`` is :func:`~pymc_minibatch_mh.row_design.row_supports` of ``lp.design``;
+    the coordinates of a free scale are shared by every row.
+    """
+    if supports is None or chol is None or getattr(lp, "parts", None) is not None:
+        return None
+    patterns, shared = supports
+    scale_row = getattr(lp, "scale_row", None)
+    if scale_row is not None:
+        shared = np.union1d(shared, np.flatnonzero(scale_row))
+    return RowCells.build(patterns, shared, chol @ chol.T, reference)

@@ -794,10 +794,14 @@ def brightness_update(
 ) -> int:
     """Implicit MH update of every ``z_n`` given ``q``, in place; returns rows evaluated.
 
+    Nothing to do for an exact bound (``bound.exact``, ``B_n = L_n``): all data stay dark.
+
     Each datum gets one MH move from its state at the start of the update:
     bright -> dark proposed always, accepted w.p. ``min(1, q_db / Ltilde_n)``;
     dark -> bright proposed w.p. ``q_db``, accepted w.p. ``min(1, Ltilde_n / q_db)``.
     """
+    if getattr(bound, "exact", False):
+        return 0  # B_n = L_n: every L~_n is 0, no datum can turn bright
     store = state.store
     log_q = math.log(settings.q_db)
     bright = np.asarray(store.bright_indices(), dtype=np.int64)

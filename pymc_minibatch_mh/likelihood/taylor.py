@@ -37,6 +37,7 @@ from pymc_minibatch_mh.chunk_pass import row_pass
 from pymc_minibatch_mh.kernels.control_variates import TaylorProxy
 from pymc_minibatch_mh.likelihood.batching import probe_indices
 from pymc_minibatch_mh.likelihood.compiling import compile_function, jacobian
+from pymc_minibatch_mh.likelihood.hessian_colouring import compile_coloured_sum_derivatives
 from pymc_minibatch_mh.likelihood.tall_data import TallData, TallGraphs
 from pymc_minibatch_mh.passes import record_rows
 from pymc_minibatch_mh.progress import progress_bar
@@ -216,17 +217,21 @@ def _residuals_agree(residual_diff: Callable, check: ResidualCheck) -> bool:
 def compile_chunk_derivatives(tall_data: TallData) -> Callable:
     """Compile ``f(q, idx) -> (sum_i l_i, sum_i grad l_i, sum_i hess l_i)`` over rows ``idx``."""
     graphs = _graphs_of(tall_data)
-    return compile_sum_derivatives(graphs.q, graphs.batch, graphs.idx, graphs.compile_kwargs)
+    return compile_sum_derivatives(
+        graphs.q, graphs.batch, graphs.idx, graphs.compile_kwargs, size=tall_data.ndim
+    )
 
 
-def compile_sum_derivatives(x, batch, idx, compile_kwargs: dict) -> Callable:
-    """Compile ``f(x, idx) -> (sum, gradient, Hessian)`` of ``batch.sum()`` in the vector ``x``."""
-    total = batch.sum()
-    grad = pt.grad(total, x)
-    hess = jacobian(grad, x)
-    fn = compile_function([x, idx], [total, grad, hess], **compile_kwargs)
-    fn.trust_input = True
-    return fn
+def compile_sum_derivatives(
+    x, batch, idx, compile_kwargs: dict, *, size: int | None = None
+) -> Callable:
+    """Compile ``f(x, idx) -> (sum, gradient, Hessian)`` of ``batch.sum()`` in the vector ``x``.
+
+    The Hessian comes from as many Hessian-vector products as its colouring has colours
+    (:mod:`~pymc_minibatch_mh.likelihood.hessian_colouring`): one per coordinate in
+    general, one per gathered block of group effects in a multilevel model.
+    """
+    return compile_coloured_sum_derivatives(x, batch, idx, compile_kwargs, size=size)
 
 
 def compile_prior_derivatives(tall_data: TallData) -> Callable:

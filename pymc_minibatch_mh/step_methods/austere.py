@@ -22,8 +22,12 @@ DEFAULT_TOLERANCE = 0.02
 HIGH_DIM_STEPS_PER_DRAW = 3
 #: Candidates searched for the default design (a subset of design_austere_test's grid that
 #: keeps the search to a fraction of a second at N = 1e6).
-DESIGN_BATCH_SIZES = (500, 1000, 2000, 5000, 10000)
-DESIGN_EPSILONS = (1e-5, 3e-5, 1e-4, 0.0002, 0.0005, 0.001, 0.002)
+DESIGN_BATCH_SIZES = (500, 1000, 2000, 5000)
+DESIGN_EPSILONS = (0.0002, 0.0005, 0.001, 0.002)
+#: Added to the candidates for the smaller tolerances of many dimensions (the search
+#: then takes about twice as long).
+HIGH_DIM_BATCH_SIZES = (10000,)
+HIGH_DIM_EPSILONS = (1e-5, 3e-5, 1e-4)
 
 
 @functools.lru_cache(maxsize=32)
@@ -34,11 +38,15 @@ def default_design(n_data: int, tolerance: float) -> AustereDesign:
     :data:`DESIGN_EPSILONS`: the smallest worst-case data use whose worst-case error per
     decision is at most ``tolerance`` for this N. The design guards every N separately
     (``epsilon`` shrinks as the number of stages ``N / m`` grows), so the bias does not
-    grow with N as it does at a fixed ``epsilon``.
+    grow with N as it does at a fixed ``epsilon``. Below :data:`DEFAULT_TOLERANCE` (blocks
+    of more than ``HIGH_DIM`` coordinates) larger batches and smaller ``epsilon`` are
+    searched too.
     """
-    return design_austere_test(
-        n_data, tolerance, batch_sizes=DESIGN_BATCH_SIZES, epsilons=DESIGN_EPSILONS
-    )
+    batch_sizes, epsilons = DESIGN_BATCH_SIZES, DESIGN_EPSILONS
+    if tolerance < DEFAULT_TOLERANCE:
+        batch_sizes = batch_sizes + HIGH_DIM_BATCH_SIZES
+        epsilons = tuple(sorted(HIGH_DIM_EPSILONS + epsilons))
+    return design_austere_test(n_data, tolerance, batch_sizes=batch_sizes, epsilons=epsilons)
 
 
 def default_tolerance(ndim: int) -> float:
@@ -179,10 +187,7 @@ start_at_reference, target_accept, tune, adapt_cov, steps_per_draw, data_dim, pr
             )
         if tolerance is not None and not 0 < tolerance < 0.5:
             raise ValueError(f"tolerance must lie in (0, 0.5); got {tolerance}.")
-        default_steps = kwargs.get("steps_per_draw") is None
         super().__init__(vars, **kwargs)
-        if default_steps and self.tall_data.ndim > HIGH_DIM:
-            self.steps_per_draw = HIGH_DIM_STEPS_PER_DRAW
         if tolerance is None:
             tolerance = default_tolerance(self.tall_data.ndim)
         self.design = None
@@ -194,6 +199,9 @@ start_at_reference, target_accept, tune, adapt_cov, steps_per_draw, data_dim, pr
             batch_size=int(batch_size), epsilon=float(epsilon), temperature=self.temperature
         )
         self._rows = UsedRows(self.tall_data.n_data)
+
+    def _default_steps(self) -> int:
+        return HIGH_DIM_STEPS_PER_DRAW if self.tall_data.ndim > HIGH_DIM else 1
 
     def _transition(self, state: ChainState):
         proposal, log_q_ratio = self._propose(state)

@@ -216,6 +216,7 @@ class MinibatchStep(ArrayStepShared):
         if initial_point is None:
             initial_point = model.initial_point()
         vars = block_value_vars(model, vars)
+        user_steps = steps_per_draw
         if steps_per_draw is None:
             steps_per_draw = self.default_steps_per_draw
         if proposal == "auto" and proposal_cov is not None:
@@ -284,7 +285,7 @@ class MinibatchStep(ArrayStepShared):
                 self._taylor_derivatives = functions.get(
                     "image_taylor_derivatives",
                     lambda: compile_sum_derivatives(
-                        image.phi, image.batch, graphs.idx, graphs.compile_kwargs
+                        image.phi, image.batch, graphs.idx, graphs.compile_kwargs, size=image.size
                     ),
                 )
                 self._image_maps = (image.to_image, image.pull_back)
@@ -387,7 +388,9 @@ class MinibatchStep(ArrayStepShared):
         if not (math.isfinite(scaling) and scaling > 0):
             raise ValueError(f"scaling must be a positive finite number; got {scaling}.")
         self.target_accept = float(target_accept)
-        self.steps_per_draw = int(steps_per_draw)
+        self.steps_per_draw = (
+            int(user_steps) if user_steps is not None else int(self._default_steps())
+        )
         self.adapt = bool(tune)
         self.tune = bool(tune)
         self._untuned_adaptation = ScaleAdaptation(math.log(scaling))
@@ -405,6 +408,12 @@ class MinibatchStep(ArrayStepShared):
     supports_control_variates = True
     #: Inner MH iterations per PyMC draw when ``steps_per_draw`` is not given.
     default_steps_per_draw = 1
+
+    def _default_steps(self) -> int:
+        """``steps_per_draw`` when the user gives none, decided once the block's
+        dimension and the proposal are known (the base: :attr:`default_steps_per_draw`)."""
+        return self.default_steps_per_draw
+
     #: Expand the control variates in the likelihood's image (see
     #: :mod:`pymc_minibatch_mh.likelihood.image`) when one is found. TunaMH's bounds
     #: are derived for a proxy in ``q`` and keep it.
@@ -727,15 +736,21 @@ class MinibatchStep(ArrayStepShared):
 
     def _surrogate_density(self, position: np.ndarray) -> tuple[float, np.ndarray]:
         """Prior plus tempered proxy of the control variates and its gradient in ``q``."""
-        proxy = self.reference
-        if isinstance(proxy, ImageTaylorProxy):
-            proxy = proxy.image
-        value, grad = self._surrogate(
-            position,
-            proxy.gradient / self.temperature,
-            proxy.hessian / self.temperature,
-            proxy.reference,
-        )
+        cached = getattr(self, "_tempered_proxy", None)
+        if cached is None or cached[0] is not self.reference:
+            # Divided by the temperature once per expansion point, not per leapfrog step
+            # (the Hessian has D^2 entries).
+            proxy = self.reference
+            if isinstance(proxy, ImageTaylorProxy):
+                proxy = proxy.image
+            cached = (
+                self.reference,
+                proxy.gradient / self.temperature,
+                proxy.hessian / self.temperature,
+                proxy.reference,
+            )
+            self._tempered_proxy = cached
+        value, grad = self._surrogate(position, *cached[1:])
         return float(value), grad
 
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict]]:

@@ -17,7 +17,7 @@ from pymc_minibatch_mh.bounds.lipschitz import (
     LipschitzBound,
     UnsupportedBound,
 )
-from pymc_minibatch_mh.bounds.row_cells import CellTable, RowCells
+from pymc_minibatch_mh.bounds.row_cells import CellTable, row_cells_for
 from pymc_minibatch_mh.bounds.taylor_remainder import (
     remainder_bound_unavailable,
     taylor_remainder_bound,
@@ -314,10 +314,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         self._user_bound = user_bound
         self._lp = None
         self._box = None
-        default_steps = kwargs.get("steps_per_draw") is None
         super().__init__(vars, model=model, initial_point=initial_point, **kwargs)
-        if default_steps and self._surrogate is None:
-            self.steps_per_draw = self.random_walk_steps_per_draw
 
         n_data = self.tall_data.n_data
         self._fixed_chi = None if chi is None else float(chi)
@@ -353,6 +350,11 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         self._last_cm2 = math.nan
 
     # ---------------------------------------------------------------- construction hooks
+    def _default_steps(self) -> int:
+        if self._surrogate is None:  # random-walk moves: more of them per draw
+            return self.random_walk_steps_per_draw
+        return self.default_steps_per_draw
+
     def _check_applicable(self, model, vars, initial_point) -> None:
         """Before any pass over the data: recognise the likelihood (unless a bound is given)."""
         self._initial_point = initial_point
@@ -421,7 +423,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         if self.row_cells and single:
             if self._row_supports is None:
                 self._row_supports = (row_supports(lp.design),)
-            cells = _row_cells(lp, reference, self._laplace_chol, self._row_supports[0])
+            cells = row_cells_for(lp, reference, self._laplace_chol, self._row_supports[0])
         try:
             return taylor_remainder_bound(
                 lp, reference, chol=self._laplace_chol, radius=radius, cells=cells
@@ -670,17 +672,6 @@ def _index_table_for(bound: LipschitzBound) -> CumulativeTable | CellTable | Non
     if bound.cells is not None:
         return CellTable.from_constants(bound.cells, bound.c)
     return CumulativeTable.from_weights(bound.c)
-
-
-def _row_cells(lp, reference: np.ndarray, chol: np.ndarray | None, supports) -> RowCells | None:
-    """Cells of rows that touch the same coordinates (multilevel designs), or None."""
-    if supports is None or chol is None or getattr(lp, "parts", None) is not None:
-        return None
-    patterns, shared = supports
-    scale_row = getattr(lp, "scale_row", None)
-    if scale_row is not None:
-        shared = np.union1d(shared, np.flatnonzero(scale_row))
-    return RowCells.build(patterns, shared, chol @ chol.T, reference)
 
 
 def _check_start_in_box(bound: LipschitzBound, q0: np.ndarray, names: list[str]) -> None:

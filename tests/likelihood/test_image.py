@@ -53,7 +53,7 @@ def noncentred():
 
 def _image_target(data, image, reference):
     graphs = data.graphs
-    derivatives = compile_sum_derivatives(image.phi, image.batch, graphs.idx, {})
+    derivatives = compile_sum_derivatives(image.phi, image.batch, graphs.idx, {}, size=image.size)
     proxy = chunked_taylor_sums(derivatives, image.to_image(reference), data.n_data)
     from pymc_minibatch_mh.likelihood.taylor import _compile_residual_diff
 
