@@ -137,21 +137,24 @@ class ColouredSumDerivatives:
         return getattr(self.function, "gathers", ())
 
     def __call__(self, x: np.ndarray, idx: np.ndarray):
-        if not self.checked:
-            self._check(x, idx)
         colouring = self.colouring
         value, grad, products = self.function(x, colouring.columns, idx)
-        return value, grad, colouring.recover(products)
+        hess = colouring.recover(products)
+        if not self.checked:
+            self.checked = True
+            if not self._agrees(x, idx, hess):
+                self.colouring = HessianColouring.dense(colouring.size)
+                value, grad, products = self.function(x, self.colouring.columns, idx)
+                hess = self.colouring.recover(products)
+        return value, grad, hess
 
-    def _check(self, x: np.ndarray, idx: np.ndarray) -> None:
-        self.checked = True
+    def _agrees(self, x: np.ndarray, idx: np.ndarray, hess: np.ndarray) -> bool:
+        """Whether ``hess`` (recovered from the colouring) times two random vectors equals
+        the products computed directly with them."""
         probe = np.random.default_rng(0).standard_normal((self.colouring.size, 2))
         _, _, direct = self.function(x, probe, idx)
-        _, _, products = self.function(x, self.colouring.columns, idx)
-        recovered = self.colouring.recover(products) @ probe
         scale = max(float(np.max(np.abs(direct), initial=0.0)), 1e-12)
-        if not np.allclose(recovered, direct.T, rtol=CHECK_RTOL, atol=CHECK_RTOL * scale):
-            self.colouring = HessianColouring.dense(self.colouring.size)
+        return bool(np.allclose(hess @ probe, direct.T, rtol=CHECK_RTOL, atol=CHECK_RTOL * scale))
 
 
 def compile_coloured_sum_derivatives(

@@ -201,7 +201,9 @@ start_at_reference, target_accept, tune, adapt_cov, steps_per_draw, data_dim, pr
         self._rows = UsedRows(self.tall_data.n_data)
 
     def _default_steps(self) -> int:
-        return HIGH_DIM_STEPS_PER_DRAW if self.tall_data.ndim > HIGH_DIM else 1
+        if self.tall_data.ndim > HIGH_DIM:
+            return HIGH_DIM_STEPS_PER_DRAW
+        return self.default_steps_per_draw
 
     def _transition(self, state: ChainState):
         proposal, log_q_ratio = self._propose(state)
