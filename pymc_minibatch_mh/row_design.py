@@ -207,6 +207,45 @@ class RowDesign:
             out[where, cols] += values
         return out[0] if scalar else out
 
+    @property
+    def shared_columns(self) -> np.ndarray:
+        """Sorted columns that rows may share: those of the constant row, of the feature
+        products and of the dense columns (the indexed columns are the rest)."""
+        touched = self.constant_row != 0.0
+        for block in self.blocks:
+            touched |= np.any(block.coef_map != 0.0, axis=0)
+        if self.dense is not None:
+            touched[self.dense_columns] = True
+        return np.flatnonzero(touched)
+
+    def sparse(self, rows: slice):
+        """``design[rows]`` as a ``scipy.sparse`` CSR matrix, formed without the dense
+        ``(n, D)`` block: the shared columns densely, each indexed part as one entry per
+        row (a 500-group design: 3 stored entries per row instead of 505)."""
+        from scipy import sparse
+
+        n = len(range(self.n_rows)[rows])
+        shared = self.shared_columns
+        part = np.broadcast_to(self.constant_row[shared], (n, shared.size)).copy()
+        for block in self.blocks:
+            features = np.asarray(block.features[rows], dtype=np.float64)
+            part += _weighted(features @ block.coef_map[:, shared], block.weight, rows)
+        if self.dense is not None:
+            part[:, np.searchsorted(shared, self.dense_columns)] += self.dense[rows]
+        row_ids = [np.repeat(np.arange(n), shared.size)]
+        col_ids = [np.tile(shared, n)]
+        values = [part.ravel()]
+        for indexed in self.indexed:
+            where, cols, vals = indexed.rows(rows)
+            row_ids.append(where)
+            col_ids.append(cols)
+            values.append(np.asarray(vals, dtype=np.float64))
+        # Entries at the same place (an indexed column that is also shared) are summed.
+        return sparse.csr_matrix(
+            (np.concatenate(values), (np.concatenate(row_ids), np.concatenate(col_ids))),
+            shape=(n, self.n_cols),
+        )
+
     def chunks(self, chunk_rows: int | None = None) -> Iterator[tuple[slice, np.ndarray]]:
         """``(rows, design[rows])`` over consecutive row blocks covering all N rows
         (:func:`rows_per_chunk` rows each by default)."""

@@ -35,7 +35,7 @@ import numpy as np
 from pymc_minibatch_mh.bounds.collapsed import DEFAULT_CHUNK_ENTRIES, chunk_rows
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
 from pymc_minibatch_mh.passes import record_rows
-from pymc_minibatch_mh.row_design import design_rows
+from pymc_minibatch_mh.row_design import RowDesign, design_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
@@ -120,12 +120,19 @@ class ExactNormalLikelihood:
 
     def log_bound_sum_grad(self, q: np.ndarray) -> np.ndarray:
         """Gradient of :meth:`log_bound_sum`, shape ``(D,)``."""
+        return self.log_bound_sum_and_grad(q)[1]
+
+    def log_bound_sum_and_grad(self, q: np.ndarray) -> tuple[float, np.ndarray]:
+        """:meth:`log_bound_sum` and its gradient with one product by the Gram matrix."""
         q = np.asarray(q, dtype=np.float64)
         s = self._log_scale(q)
         inv_var = math.exp(-2.0 * s)
-        d, squares = self._squares(q)
-        d_squares = -2.0 * self.cross + 2.0 * (self.gram @ d)
-        return (squares * inv_var - self.n_data) * self.scale_row - 0.5 * inv_var * d_squares
+        d = q - self.centre
+        gram_d = self.gram @ d
+        squares = float(self.residual_squares - 2.0 * self.cross @ d + d @ gram_d)
+        value = -self.n_data * (s + _HALF_LOG_2PI) - 0.5 * squares * inv_var
+        grad = (squares * inv_var - self.n_data) * self.scale_row + inv_var * (self.cross - gram_d)
+        return value, grad
 
 
 def exact_normal_likelihood(lp: LinearPredictorLikelihood, q_map: np.ndarray):
@@ -142,12 +149,16 @@ def exact_normal_likelihood(lp: LinearPredictorLikelihood, q_map: np.ndarray):
     cross = np.zeros(ndim)
     gram = np.zeros((ndim, ndim))
     squares = 0.0
-    for rows in chunk_rows(n, ndim, DEFAULT_CHUNK_ENTRIES):
-        x = design[rows]
+    structured = isinstance(design, RowDesign)
+    # A structured design is read as sparse row blocks (a few entries per row): longer
+    # blocks, no dense (n, D) array.
+    width = design.shared_columns.size + len(design.indexed) if structured else ndim
+    for rows in chunk_rows(n, max(width, 1), DEFAULT_CHUNK_ENTRIES):
+        x = design.sparse(rows) if structured else design[rows]
         r = observed[rows] - x @ q_map
         squares += float(r @ r)
         cross += x.T @ r
-        gram += _gram(x)
+        gram += (x.T @ x).toarray() if structured else _gram(x)
     record_rows(n, n)
     if not (math.isfinite(squares) and np.all(np.isfinite(gram))):
         raise UnsupportedBound("The Normal likelihood's sums are not finite for these data.")

@@ -6,7 +6,6 @@ import math
 import time
 from collections.abc import Callable, Mapping
 
-import arviz as az
 import numpy as np
 import pandas as pd
 import pymc as pm
@@ -35,6 +34,8 @@ def posterior_draws(idata, var_names) -> dict[str, np.ndarray]:
 def ess_bulk_per_coordinate(posterior, var_names) -> list[float]:
     """ArviZ's bulk ESS of every scalar coordinate of ``var_names`` in the ``posterior``
     group, in order."""
+    import arviz as az  # here, not at import: it costs ~1 s to import on PyMC 6
+
     values = []
     for name in var_names:
         draws = np.asarray(posterior[name])

@@ -178,7 +178,8 @@ def austere_kernel(
     -----
     A proposal outside the prior support is rejected without reading data. A batch
     containing a NaN or ``-inf`` log-ratio rejects; one containing ``+inf`` (the
-    current state impossible for that row) accepts.
+    current state impossible for that row) accepts. A target with ``exact_sum`` (its
+    offset is the whole ratio) gets the exact MH test without reading data.
     """
     n_data = target.n_data
     log_u = math.log(1.0 - rng.random())
@@ -191,6 +192,11 @@ def austere_kernel(
     # The exactly known part of the log-likelihood ratio (control variates; else 0)
     # moves the threshold; the test then runs on the remaining per-datum terms.
     offset = float(target.diff_offset(proposal, state.position)) / settings.temperature
+    if getattr(target, "exact_sum", False):
+        # The offset is the whole ratio (a closed-form sum): the exact MH test, no data.
+        accepted = log_u < prior_part + offset
+        info = AustereInfo(accepted, math.nan, 0, 0, math.nan)
+        return (ChainState(proposal, lp_new) if accepted else state), info
     mu0 = (log_u - prior_part - offset) / n_data
 
     if rows is None:

@@ -178,7 +178,10 @@ def barker_kernel(
     control variates; the Taylor-proxy difference with them). The batch grows by
     ``batch_size`` until ``s^2 < sigma^2`` (and the CLT bound is ``<= delta`` when
     ``delta`` is set). If the batch would reach ``N``, the exact Barker test on
-    the full data is used instead.
+    the full data is used instead. A target with ``exact_sum`` (its offset is the whole
+    ratio, :class:`~pymc_minibatch_mh.kernels.control_variates.ExactSumTarget`) gets
+    the exact MH test without reading data: nothing is estimated then, and MH accepts
+    twice as many of the moves that leave the posterior unchanged as Barker's rule.
     """
     n = target.n_data
     lp_new = float(target.logprior(proposal))
@@ -192,6 +195,15 @@ def barker_kernel(
     scale = n / settings.temperature
     # Exactly known part of the log-likelihood ratio (control variates), else 0.
     offset = target.diff_offset(proposal, state.position) / settings.temperature
+    if getattr(target, "exact_sum", False):
+        # The offset is the whole ratio (a closed-form sum): no test needs to be estimated,
+        # and the exact MH test is used. Barker's rule would accept a move whose ratio is
+        # exactly 1 (an HMC move on the exact posterior) only half of the time.
+        log_r = offset + prior_part
+        accept_prob = math.exp(min(0.0, log_r)) if not math.isnan(log_r) else 0.0
+        accepted = bool(rng.random() < accept_prob)
+        info = BarkerInfo(accepted, accept_prob, 0, 0, 0.0, 0.0)
+        return (ChainState(proposal, lp_new) if accepted else state), info
     sigma2 = settings.table.sigma**2
     m = settings.batch_size
     moments = RunningMoments()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -81,8 +82,28 @@ class ImageTaylorProxy(TaylorProxy):
     image: TaylorProxy | None = None
 
 
+class _BaseTargetPassThrough:
+    """``n_data``, ``loglik``, ``loglik_full`` and ``logprior`` of the wrapped ``base``
+    target; subclasses define only how the ratio splits (``loglik_diff``, ``diff_offset``)."""
+
+    base: TallTarget
+
+    @property
+    def n_data(self) -> int:
+        return self.base.n_data
+
+    def loglik(self, q: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return self.base.loglik(q, idx)
+
+    def loglik_full(self, q: np.ndarray) -> np.ndarray:
+        return self.base.loglik_full(q)
+
+    def logprior(self, q: np.ndarray) -> float:
+        return self.base.logprior(q)
+
+
 @dataclass(frozen=True)
-class ControlVariateTarget:
+class ControlVariateTarget(_BaseTargetPassThrough):
     """A :class:`~pymc_minibatch_mh.kernels.target.TallTarget` whose ratio terms are residuals.
 
     ``loglik_diff(q', q, idx)`` returns the residuals ``r_i(q', q)`` of the Taylor proxy
@@ -124,13 +145,6 @@ class ControlVariateTarget:
             x = self._memo[key] = self.coordinates(q)
         return x
 
-    @property
-    def n_data(self) -> int:
-        return self.base.n_data
-
-    def loglik(self, q: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        return self.base.loglik(q, idx)
-
     def loglik_diff(self, q_new: np.ndarray, q_old: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return per_row_in_blocks(
             self.residual_diff, self._x(q_new), self._x(q_old), self.proxy.reference, idx=idx
@@ -139,8 +153,41 @@ class ControlVariateTarget:
     def diff_offset(self, q_new: np.ndarray, q_old: np.ndarray) -> float:
         return self.proxy.diff(self._x(q_new), self._x(q_old))
 
-    def loglik_full(self, q: np.ndarray) -> np.ndarray:
-        return self.base.loglik_full(q)
 
-    def logprior(self, q: np.ndarray) -> float:
-        return self.base.logprior(q)
+class ExactLogLikelihoodSum(Protocol):
+    """The full-data log-likelihood in closed form (e.g. from sufficient statistics)."""
+
+    def log_bound_sum(self, q: np.ndarray) -> float: ...
+
+    def log_bound_sum_and_grad(self, q: np.ndarray) -> tuple[float, np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class ExactSumTarget(_BaseTargetPassThrough):
+    """A :class:`~pymc_minibatch_mh.kernels.target.TallTarget` whose whole log-likelihood
+    ratio is known exactly, so no datum needs to be read.
+
+    It is the limit of the control variates when the proxy is the log-likelihood itself
+    (e.g. a Normal likelihood summed from its sufficient statistics,
+    :mod:`pymc_minibatch_mh.bounds.normal_exact`): ``diff_offset(q', q)`` is the full-data
+    ratio and every residual ``loglik_diff`` is 0. Kernels that see ``exact_sum`` skip
+    their minibatches; any that read one get zeros, which leave their estimates exact.
+
+    Attributes
+    ----------
+    base : TallTarget
+        The plain target (per-datum log-likelihood and prior).
+    likelihood : ExactLogLikelihoodSum
+        ``likelihood.log_bound_sum(q)`` is ``sum_i l_i(q)`` over all N rows.
+    """
+
+    base: TallTarget
+    likelihood: ExactLogLikelihoodSum
+    #: Kernels may skip the data: the offset is the whole log-likelihood ratio.
+    exact_sum: bool = True
+
+    def loglik_diff(self, q_new: np.ndarray, q_old: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return np.zeros(len(idx))
+
+    def diff_offset(self, q_new: np.ndarray, q_old: np.ndarray) -> float:
+        return self.likelihood.log_bound_sum(q_new) - self.likelihood.log_bound_sum(q_old)

@@ -514,11 +514,15 @@ def draw_brightness(
     bound: CollapsibleBound,
     settings: FireflySettings,
 ) -> tuple[BrightnessStore, np.ndarray]:
-    """Draw every ``z_n`` exactly from ``p(z_n | q)``: O(N) likelihood evaluations, once.
+    """Draw every ``z_n`` exactly from ``p(z_n | q)``: O(N) likelihood evaluations, once
+    (none for an exact bound, ``bound.exact``: all data are dark).
 
     Returns the store and the ``(N,)`` array of tempered ``log Ltilde_n`` at ``q``.
     """
     n = target.n_data
+    if getattr(bound, "exact", False):
+        # B_n = L_n: every Ltilde_n is 0, so every datum is dark; no row needs reading.
+        return BrightnessStore(n), np.full(n, -np.inf)
     rows = np.arange(n, dtype=np.int64)
     loglik = np.asarray(target.loglik_full(position), dtype=np.float64)
     if not np.all(np.isfinite(loglik)):
@@ -559,15 +563,20 @@ def new_firefly_state(
 
 
 # ------------------------------------------------------------------------ q | z
-def _data_grad(q, idx, log_lt, target, bound, temperature) -> tuple[np.ndarray, int]:
+def _data_grad(
+    q, idx, log_lt, target, bound, temperature, bound_sum_grad=None
+) -> tuple[np.ndarray, int]:
     """Gradient of the augmented log density minus the log prior at ``q``, bright set ``idx``.
 
     With the tempered gap ``g_n = (log L_n - log B_n) / K``,
     ``grad log Ltilde_n = (grad log L_n - grad log B_n) / (K (1 - exp(-g_n)))``, and
     ``1 / (1 - exp(-g)) = (1 + Ltilde) / Ltilde = 1 + exp(-log Ltilde)``: one weighted
     gradient pass over the bright rows. Returns the gradient and the rows evaluated.
+    ``bound_sum_grad`` is the collapsed bound's gradient at ``q`` if already known.
     """
-    grad = np.asarray(bound.log_bound_sum_grad(q), dtype=np.float64) / temperature
+    if bound_sum_grad is None:
+        bound_sum_grad = bound.log_bound_sum_grad(q)
+    grad = np.asarray(bound_sum_grad, dtype=np.float64) / temperature
     if idx.size == 0:
         return grad, 0
     with np.errstate(over="ignore"):  # an infinite weight makes the proposal rejected
@@ -699,8 +708,12 @@ def _conditional_at(q, bright, target, bound, settings):
     lt_sum = float(np.sum(log_lt))
     if not math.isfinite(lt_sum):
         return None
-    bound_sum = float(bound.log_bound_sum(q))
-    data_grad, _ = _data_grad(q, bright, log_lt, target, bound, temp)
+    both = getattr(bound, "log_bound_sum_and_grad", None)
+    if both is None:
+        bound_sum, bound_grad = float(bound.log_bound_sum(q)), None
+    else:  # the sum and its gradient share their O(D^2) work
+        bound_sum, bound_grad = both(q)
+    data_grad, _ = _data_grad(q, bright, log_lt, target, bound, temp, bound_grad)
     prior_grad = np.asarray(target.logprior_grad(q), dtype=np.float64)
     grad = prior_grad + data_grad
     if not np.all(np.isfinite(grad)):

@@ -338,6 +338,11 @@ initial_point, compile_kwargs, blocked
             self.bound = self._recognised_bound(model, initial_point, bound, map_point)
         else:
             self.bound = self._checked_bound(bound, initial_point, gradient_move)
+        if getattr(self.bound, "exact", False) and theta_update == "hmc":
+            if kwargs.get("steps_per_draw") is None:
+                # No datum is ever bright: each HMC move is one on the exact posterior, and
+                # one per draw keeps HMC's antithetic draws (an even number cancels them).
+                self.steps_per_draw = 1
         self.adapt_q_db = q_db is None
         default_q_db = PAPER_Q_DB[bound] if isinstance(bound, str) else PAPER_Q_DB["map"]
         self._untuned_q_db = float(q_db) if q_db is not None else default_q_db
@@ -560,7 +565,8 @@ initial_point, compile_kwargs, blocked
             scaling=scaling,
             proposal=proposal,
         )
-        if fresh:  # the exact draw of z read every datum once
+        if fresh and not getattr(self.bound, "exact", False):
+            # The exact draw of z read every datum once (an exact bound reads none).
             n = self.tall_data.n_data
             info = replace(info, batch_size=n, n_lik_evals=info.n_lik_evals + n)
         self._last_n_bright = info.n_bright

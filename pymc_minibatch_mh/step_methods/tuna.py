@@ -40,7 +40,12 @@ from pymc_minibatch_mh.likelihood.linear_predictor import (
 )
 from pymc_minibatch_mh.passes import record_rows
 from pymc_minibatch_mh.row_design import row_supports
-from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep, MinibatchStepState
+from pymc_minibatch_mh.step_methods.base import (
+    COMMON_STATS,
+    MinibatchStep,
+    MinibatchStepState,
+    normal_with_free_scale,
+)
 
 _EXPLICIT_BOUND_HINT = (
     "Pass the bound explicitly: `c=` an array of N per-datum constants and `metric=` a "
@@ -341,7 +346,8 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         # A derived bound is spot-checked; a user bound is checked on every row.
         self._untuned_bound = bound
         self._untuned_table = _index_table_for(bound)
-        self._probe_bound(bound, q0, all_rows=user_bound)
+        if self._exact_sum is None:  # an exact sum has no bound to probe
+            self._probe_bound(bound, q0, all_rows=user_bound)
         self.bound = self._untuned_bound
         self.index_table = self._untuned_table
         self.chi_adaptation = None if self._fixed_chi is not None else ChiAdaptation()
@@ -414,7 +420,22 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         return use
 
     # ---------------------------------------------------------------- bounds
+    def _normal_linear_predictor(self, model, initial_point):
+        """The likelihood recognised before any pass (none with a user bound)."""
+        if self._user_bound:
+            return None
+        return normal_with_free_scale(self._lp, self)
+
     def _remainder_bound(self, lp, reference: np.ndarray) -> LipschitzBound:
+        if self._exact_sum is not None:
+            # The control variates' proxy is the log-likelihood itself: every residual is
+            # 0, so c = 0 and no datum is ever drawn.
+            return LipschitzBound(
+                np.zeros(self.tall_data.n_data),
+                EuclideanMetric(),
+                description="none needed: the Normal log-likelihood is summed exactly from "
+                "its sufficient statistics",
+            )
         radius = self.trust_radius
         if radius is None:
             radius = default_radius(self.tall_data.ndim)
@@ -433,6 +454,8 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
 
     def _recentre(self, position: np.ndarray) -> None:
         """Move the control variates, and the remainder bound with them (same ``c``)."""
+        if self._exact_sum is not None:
+            return  # exact at every point: nothing to move
         super()._recentre(position)
         self._set_bound(self._remainder_bound(self._lp, self.reference.reference))
 

@@ -1,18 +1,19 @@
-"""FlyMC's exact Normal likelihood (free scale): per-row values, the collapsed sum and its
-gradients agree with the model's own log-likelihood everywhere, with no trust region."""
+"""The exact Normal likelihood (free scale): per-row values, the collapsed sum and its
+gradients agree with the model's own log-likelihood everywhere, with no trust region.
+FlyMC uses it as its bound; MinibatchBarker, Austere and TunaMH as their control
+variates' proxy, after which none of them reads a datum."""
 
 import numpy as np
 import pymc as pm
 import pytest
 
-from pymc_minibatch_mh import FlyMC
+from pymc_minibatch_mh import Austere, FlyMC, MinibatchBarker, TunaMH
 from pymc_minibatch_mh.bounds.normal_exact import ExactNormalLikelihood
 
 N, GROUPS = 4_000, 30
 
 
-@pytest.fixture(scope="module")
-def normal_groups():
+def _normal_groups_model() -> pm.Model:
     rng = np.random.default_rng(8)
     g = rng.integers(0, GROUPS, N)
     x = rng.normal(size=N)
@@ -24,6 +25,13 @@ def normal_groups():
         b = pm.Normal("b", 0, 1)
         sigma = pm.HalfNormal("sigma", 2)
         pm.Normal("y", a[g] + b * x + 0.25, sigma, observed=y)  # with an offset
+    return model
+
+
+@pytest.fixture(scope="module")
+def normal_groups():
+    model = _normal_groups_model()
+    with model:
         step = FlyMC(progressbar=False)
     return model, step
 
@@ -62,21 +70,27 @@ def test_gradients_match_finite_differences(normal_groups):
         assert grad_rows[j] == pytest.approx(fd_rows, rel=1e-5, abs=1e-6)
 
 
-def test_no_datum_turns_bright_and_no_row_is_read_after_the_start(normal_groups):
-    model, step = normal_groups
+def _sample_keeping_tuning(model, step, draws: int, seed: int):
     with model:
-        idata = pm.sample(
+        return pm.sample(
             step=step,
-            draws=100,
-            tune=100,
+            draws=draws,
+            tune=draws,
             chains=1,
-            random_seed=3,
+            random_seed=seed,
             progressbar=False,
             compute_convergence_checks=False,
+            discard_tuned_samples=False,
         )
-    stats = idata.sample_stats
-    assert int(stats["n_bright"].max()) == 0
-    assert int(stats["batch_size"].sum()) == 0  # the start's exact draw of z is in tuning
+
+
+def test_no_datum_turns_bright_and_no_row_is_ever_read(normal_groups):
+    model, step = normal_groups
+    idata = _sample_keeping_tuning(model, step, 100, 3)
+    for stats in (idata.warmup_sample_stats, idata.sample_stats):
+        assert int(stats["n_bright"].max()) == 0
+        # Not even the start's draw of z reads a row: every datum is dark under B_n = L_n.
+        assert int(stats["batch_size"].sum()) == 0
 
 
 def test_a_student_t_free_scale_keeps_its_trust_region_bound():
@@ -90,3 +104,34 @@ def test_a_student_t_free_scale_keeps_its_trust_region_bound():
         step = FlyMC(progressbar=False)
     assert not isinstance(step.bound, ExactNormalLikelihood)
     assert step.bound.region is not None
+
+
+@pytest.mark.parametrize("step_class", [MinibatchBarker, Austere, TunaMH])
+def test_steps_with_control_variates_sum_the_normal_exactly_and_read_no_row(step_class):
+    model = _normal_groups_model()
+    with model:
+        step = step_class(progressbar=False)
+    target = step.target
+    assert target.exact_sum and step.exact_sum_unavailable is None
+    rng = np.random.default_rng(2)
+    q_map = step.reference.reference
+    for _ in range(3):
+        q_new, q_old = (q_map + 0.05 * rng.normal(size=q_map.size) for _ in range(2))
+        full = step.tall_data.loglik_full(q_new).sum() - step.tall_data.loglik_full(q_old).sum()
+        assert target.diff_offset(q_new, q_old) == pytest.approx(full, rel=1e-8, abs=1e-8)
+    idata = _sample_keeping_tuning(model, step, 60, 4)
+    for stats in (idata.warmup_sample_stats, idata.sample_stats):
+        assert int(stats["batch_size"].sum()) == 0
+        assert float(stats["accepted"].mean()) > 0.3
+
+
+def test_other_likelihoods_keep_the_taylor_proxy_and_say_why():
+    """Negative control: a Bernoulli likelihood has no closed-form sum."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=2000)
+    with pm.Model():
+        b = pm.Normal("b", 0, 1, shape=2)
+        pm.Bernoulli("y", logit_p=b[0] + b[1] * x, observed=rng.random(2000) < 0.4)
+        step = MinibatchBarker(progressbar=False)
+    assert not getattr(step.target, "exact_sum", False)
+    assert "bernoulli" in step.exact_sum_unavailable.lower()

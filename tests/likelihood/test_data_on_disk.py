@@ -15,7 +15,7 @@ from pymc_minibatch_mh.bounds.lipschitz import _row_norms
 from pymc_minibatch_mh.chunk_pass import chunked_sources
 from pymc_minibatch_mh.likelihood import affine_maps, build_tall_data
 from pymc_minibatch_mh.likelihood.linear_predictor import recognise_linear_predictor
-from pymc_minibatch_mh.row_design import FeatureBlock, RowDesign
+from pymc_minibatch_mh.row_design import FeatureBlock, IndexedColumns, RowDesign
 from pymc_minibatch_mh.row_source import RowSource
 
 N = 3000
@@ -140,6 +140,36 @@ def test_row_design_rows_products_and_chunks_match_the_dense_matrix(rng):
     np.testing.assert_allclose(np.vstack([block for _, block in chunks]), expected, rtol=1e-12)
     with pytest.raises(ValueError, match="rows"):
         RowDesign(n + 1, 5, [FeatureBlock(features, coef_map)])
+
+
+def test_sparse_row_blocks_equal_the_dense_rows(rng):
+    """Shared columns (constant, feature product, dense) and indexed ones (a group
+    intercept, and a varying slope on a column that a feature also touches) together."""
+    n, groups = 600, 7
+    features = rng.normal(size=(n, 2))
+    coef_map = np.zeros((2, 12))
+    coef_map[0, 0] = coef_map[1, 1] = 1.0
+    dense_cols = rng.normal(size=(n, 1))
+    constant = np.zeros(12)
+    constant[2] = 1.0
+    index = rng.integers(-1, groups, size=n)  # -1: the row touches no group
+    intercepts = IndexedColumns(np.arange(3, 3 + groups), index, 1.0)
+    slopes = IndexedColumns(np.array([1, 10, 11, 1, 10, 11, 1]), index, features[:, 1])
+    design = RowDesign(
+        n,
+        12,
+        [FeatureBlock(features, coef_map)],
+        constant,
+        dense_cols,
+        dense_columns=[11],
+        indexed=[intercepts, slopes],
+    )
+    assert list(design.shared_columns) == [0, 1, 2, 11]
+    for rows in (slice(0, 250), slice(250, n)):
+        np.testing.assert_allclose(design.sparse(rows).toarray(), design[rows], rtol=1e-14)
+    # Negative control: the comparison sees a missing indexed part.
+    partial = RowDesign(n, 12, [FeatureBlock(features, coef_map)], constant, indexed=[slopes])
+    assert not np.allclose(partial.sparse(slice(0, 250)).toarray(), design[0:250])
 
 
 def _peak_bytes(build) -> int:

@@ -14,6 +14,10 @@ controls: with a trust region of radius 0.3 Laplace sds each chain samples the p
 restricted to a tiny ellipsoid, and the same check must fail (FlyMC on the Normal: a
 corrupted collapsed sum instead); TunaMH constants a hundred
 times too small must stop sampling with a ``BoundViolation`` instead of biasing the chain.
+
+On the Normal, every step with control variates sums the likelihood exactly from its
+sufficient statistics (no datum read after construction): ``MinibatchBarker()`` and
+``Austere()`` are checked against the grid there too, with the same corrupted-sum control.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import pymc as pm
 import pytest
 from scipy import special, stats
 
-from pymc_minibatch_mh import FlyMC, TunaMH
+from pymc_minibatch_mh import Austere, FlyMC, MinibatchBarker, TunaMH
 from pymc_minibatch_mh.bounds.lipschitz import LipschitzBound
 from pymc_minibatch_mh.bounds.normal_exact import ExactNormalLikelihood
 from pymc_minibatch_mh.kernels.tuna import BoundViolation
@@ -90,8 +94,11 @@ def _log_posterior(kind: str, x, y, first: np.ndarray, second: float) -> np.ndar
 
 @pytest.fixture(scope="module", params=KINDS)
 def grid_case(request):
+    return _grid_case(request.param)
+
+
+def _grid_case(kind: str) -> dict:
     """Model and grid moments (the named variables: a, b or b, sigma)."""
-    kind = request.param
     x, y = _data(kind)
     model = _model(kind, x, y)
     with model:
@@ -148,15 +155,26 @@ def _errors(idata, case) -> dict[str, tuple[float, float]]:
     return out
 
 
+def _corrupted(exact: ExactNormalLikelihood) -> ExactNormalLikelihood:
+    """The Normal's exact sum with its Gram matrix scaled by 0.7: the chain then targets
+    a posterior about 20 % too wide in the slope."""
+    return dataclasses.replace(exact, gram=0.7 * exact.gram)
+
+
 def _bad(errors) -> dict:
     return {k: v for k, v in errors.items() if abs(v[0]) >= Z_TOL or abs(v[1]) >= SD_TOL}
 
 
 @pytest.mark.slow
 def test_default_tuna_matches_the_grid_posterior(grid_case):
+    """Poisson and Student-t: remainder bounds on a trust region; Normal: its likelihood
+    summed exactly from sufficient statistics (c = 0, no region, no datum read)."""
     with grid_case["model"]:
         step = TunaMH(progressbar=False)
-    assert step.bound.region is not None
+    if grid_case["kind"] == "normal":
+        assert step.target.exact_sum and step.bound.C == 0 and step.bound.region is None
+    else:
+        assert step.bound.region is not None
     idata = _sample(grid_case, step)
     errors = _errors(idata, grid_case)
     stats_ = idata.sample_stats
@@ -191,7 +209,7 @@ def test_negative_control_flymc_with_a_tiny_trust_region_fails_the_grid_check(gr
     with grid_case["model"]:
         if grid_case["kind"] == "normal":
             step = FlyMC(progressbar=False)
-            step.bound = dataclasses.replace(step.bound, gram=0.7 * step.bound.gram)
+            step.bound = _corrupted(step.bound)
         else:
             step = FlyMC(trust_radius=0.3, progressbar=False)
     errors = _errors(_sample(grid_case, step), grid_case)
@@ -201,8 +219,13 @@ def test_negative_control_flymc_with_a_tiny_trust_region_fails_the_grid_check(gr
 
 @pytest.mark.slow
 def test_negative_control_a_tiny_trust_region_fails_the_grid_check(grid_case):
+    """The Normal has no region: its exact sum is corrupted instead (Gram matrix x 0.7)."""
     with grid_case["model"]:
-        step = TunaMH(trust_radius=0.3, progressbar=False)
+        if grid_case["kind"] == "normal":
+            step = TunaMH(progressbar=False)
+            step._exact_sum = _corrupted(step._exact_sum)
+        else:
+            step = TunaMH(trust_radius=0.3, progressbar=False)
     idata = _sample(grid_case, step)
     errors = _errors(idata, grid_case)
     print(f"\n{grid_case['kind']} with trust_radius=0.3: {errors}")
@@ -211,8 +234,8 @@ def test_negative_control_a_tiny_trust_region_fails_the_grid_check(grid_case):
 
 @pytest.mark.slow
 def test_negative_control_constants_too_small_stop_sampling():
-    x, y = _data("normal")
-    model = _model("normal", x, y)
+    x, y = _data("student_t")
+    model = _model("student_t", x, y)
     with model:
         step = TunaMH(progressbar=False)
     bound = step.bound
@@ -222,3 +245,41 @@ def test_negative_control_constants_too_small_stop_sampling():
     step.recentre = False  # keep the invalid constants (recentring would rebuild them)
     with pytest.raises(BoundViolation, match="bound violated"):
         _sample({"model": model}, step, cores=1)
+
+
+@pytest.fixture(scope="module")
+def normal_case():
+    return _grid_case("normal")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step_class", [MinibatchBarker, Austere])
+def test_approximate_steps_are_exact_on_the_normal_from_its_sufficient_statistics(
+    normal_case, step_class
+):
+    """MinibatchBarker and Austere use the same exact sum: their tests become the exact
+    Barker / MH tests, they read no datum after construction and match the grid; the
+    corrupted sum (negative control) must fail."""
+    with normal_case["model"]:
+        step = step_class(progressbar=False)
+        broken = step_class(progressbar=False)
+    assert step.target.exact_sum
+    with normal_case["model"]:
+        idata = pm.sample(
+            step=step,
+            draws=DRAWS,
+            tune=TUNE,
+            chains=2,
+            random_seed=SEED,
+            discard_tuned_samples=False,
+            **SAMPLE,
+        )
+    for stats_ in (idata.warmup_sample_stats, idata.sample_stats):
+        assert int(stats_["batch_size"].sum()) == 0
+    errors = _errors(idata, normal_case)
+    print(f"\n{step_class.__name__} normal: {errors}")
+    assert not _bad(errors), errors
+    broken._exact_sum = _corrupted(broken._exact_sum)
+    errors = _errors(_sample(normal_case, broken), normal_case)
+    print(f"{step_class.__name__} normal, corrupted sum: {errors}")
+    assert _bad(errors), errors

@@ -430,12 +430,18 @@ def test_softmax_regression_gets_control_variates_and_a_remainder_bound(rng):
     assert float(np.mean(stats["accepted"])) > 0.2
 
 
-def _free_sigma_model(rng, n=200):
+def _free_sigma_model(rng, n=200, likelihood="normal"):
+    """A regression with a free scale. The Normal is summed exactly from sufficient
+    statistics (no bound, no region); a Student-t gets remainder bounds on a trust region."""
     x = rng.normal(size=n)
     with pm.Model() as model:
         b = pm.Normal("b", 0, 1)
         sigma = pm.HalfNormal("sigma", 1)
-        pm.Normal("y", b * x, sigma, observed=x + rng.normal(size=n))
+        y = x + rng.normal(size=n)
+        if likelihood == "normal":
+            pm.Normal("y", b * x, sigma, observed=y)
+        else:
+            pm.StudentT("y", nu=4, mu=b * x, sigma=sigma, observed=y)
     return model
 
 
@@ -445,19 +451,19 @@ def test_a_free_scale_without_control_variates_is_refused_before_the_map(rng, no
 
 
 def test_a_free_scale_gets_a_trust_region_bound(rng):
-    with _free_sigma_model(rng):
+    with _free_sigma_model(rng, likelihood="student_t"):
         step = TunaMH(progressbar=False)
     region = step.bound.region
     assert region is not None and "free scale" in step.bound.description
     assert region.radius == pytest.approx(np.sqrt(2) + 8)
     np.testing.assert_allclose(region.centre, step.reference.reference)
-    with _free_sigma_model(rng):
+    with _free_sigma_model(rng, likelihood="student_t"):
         wider = TunaMH(trust_radius=20.0, progressbar=False)
     assert wider.bound.region.radius == 20.0 and wider.bound.C > step.bound.C
 
 
 def test_proposals_outside_the_trust_region_are_rejected_without_data(rng):
-    with _free_sigma_model(rng):
+    with _free_sigma_model(rng, likelihood="student_t"):
         step = TunaMH(trust_radius=0.5, steps_per_draw=1, progressbar=False)
         idata = pm.sample(
             step=step,
@@ -480,7 +486,10 @@ def test_proposals_outside_the_trust_region_are_rejected_without_data(rng):
 
 @pytest.mark.parametrize("radius", [0.0, -1.0, np.inf, np.nan])
 def test_trust_radius_must_be_positive_and_finite(rng, radius):
-    with _free_sigma_model(rng), pytest.raises(ValueError, match="trust_radius"):
+    with (
+        _free_sigma_model(rng, likelihood="student_t"),
+        pytest.raises(ValueError, match="trust_radius"),
+    ):
         TunaMH(trust_radius=radius, progressbar=False)
 
 
