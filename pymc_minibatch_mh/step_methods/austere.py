@@ -128,7 +128,8 @@ class Austere(MinibatchStep):
 start_at_reference, target_accept, tune, adapt_cov, steps_per_draw, data_dim, progressbar
         As for :class:`~pymc_minibatch_mh.MinibatchBarker`, except that the default
         ``target_accept`` is 0.234 (the random-walk Metropolis rate) and the default
-        ``steps_per_draw`` is 1 for blocks of up to 20 coordinates and 3 above. With control
+        ``steps_per_draw`` is 1 for blocks of up to 20 coordinates and 3 above (1 on a Normal
+        likelihood summed exactly from sufficient statistics). With control
         variates the test runs on the residuals of the Taylor proxy, whose spread is far
         smaller, so most tests stop at the first batch.
     model, rng, initial_point, compile_kwargs, blocked

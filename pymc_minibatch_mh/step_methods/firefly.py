@@ -182,7 +182,8 @@ class FlyMC(MinibatchStep):
         :class:`~pymc_minibatch_mh.MinibatchBarker` (``"auto"`` and ``"independent"``
         only with ``theta_update="rw"``; with ``"mala"`` and ``"hmc"`` it is ``"laplace"``).
     steps_per_draw : int, optional
-        ``theta`` and ``z`` updates per PyMC draw: default 5 with HMC, 10 otherwise.
+        ``theta`` and ``z`` updates per PyMC draw: default 5 with HMC (1 with HMC on the
+        exact Normal bound, where each move is one on the exact posterior), 10 otherwise.
     max_dim : int, optional
         Largest block FlyMC accepts (None, the default: no limit). A larger block is
         refused at construction, before any pass over the data.

@@ -204,7 +204,8 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
     steps_per_draw : int, optional
         MH steps per PyMC draw (the stats sum over them). Default 2 with the HMC moves of
         ``proposal="auto"`` with control variates, else 5 (random-walk steps read fewer rows
-        and move less).
+        and move less); 1 on a Normal likelihood summed exactly (one HMC transition on the
+        exact posterior per draw).
     model, rng, initial_point, compile_kwargs, blocked
         As for :class:`pymc.Metropolis`.
 

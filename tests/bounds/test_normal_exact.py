@@ -113,6 +113,10 @@ def test_steps_with_control_variates_sum_the_normal_exactly_and_read_no_row(step
         step = step_class(progressbar=False)
     target = step.target
     assert target.exact_sum and step.exact_sum_unavailable is None
+    # The proxy is the likelihood itself: no image, one HMC transition per draw, no
+    # independence moves.
+    assert step._image_maps is None and step.steps_per_draw == 1
+    assert step.proposal.p_independent == 0.0 and step.proposal.random_walk.transitions == 1
     rng = np.random.default_rng(2)
     q_map = step.reference.reference
     for _ in range(3):

@@ -182,3 +182,29 @@ def test_invalid_proposals_are_rejected_without_crashing(rng, step_class):
     assert np.any(batch == 0)  # the prior wall: no data touched
     assert np.any((batch > 0) & LIKELIHOOD_WALL[step_class](stats))  # the likelihood wall
     assert np.any(np.asarray(stats["accepted"]))  # the chain still moves
+
+
+def test_chain_workers_run_blas_on_one_thread(monkeypatch):
+    """In a PyMC chain worker (process named ``worker_chain_*``) BLAS is limited to one
+    thread; elsewhere (the user's process, negative control) nothing changes."""
+    import multiprocessing
+
+    from threadpoolctl import threadpool_info
+
+    from pymc_minibatch_mh.step_methods import base
+
+    def blas_threads():
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    before = blas_threads()
+    monkeypatch.setattr(base, "_BLAS_LIMITER", None)
+    assert not base.one_blas_thread_in_chain_workers()
+    assert base._BLAS_LIMITER is None and blas_threads() == before
+    monkeypatch.setattr(multiprocessing.current_process(), "name", "worker_chain_0")
+    try:
+        assert base.one_blas_thread_in_chain_workers()
+        assert blas_threads() and all(n == 1 for n in blas_threads())
+    finally:
+        if base._BLAS_LIMITER is not None:
+            base._BLAS_LIMITER.restore_original_limits()
+    assert blas_threads() == before
