@@ -95,8 +95,12 @@ def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
         logits = _strip_link(p, _is_last_axis_softmax)
         if logits is None:
             raise UnsupportedLikelihood(
-                f"Observed variable {name!r} is Categorical with p = {_describe(p)}, not a "
-                "softmax over the last axis. Write `pm.Categorical(..., logit_p=X @ W + b)`. "
+                f"Observed variable {name!r} is Categorical, but its probabilities are not a "
+                "softmax of a linear predictor over the last axis (an ordinal likelihood such "
+                "as pm.OrderedLogistic or pm.OrderedProbit is a Categorical of differences of "
+                "cumulative probabilities, and is one of these). For a softmax regression write "
+                "`pm.Categorical(..., logit_p=X @ W + b)`; for an ordinal model, or any other "
+                "Categorical, use MinibatchBarker or Austere, which need no bounds. "
                 + _SUPPORTED
                 + " "
                 + _BOUNDS_HINT

@@ -281,10 +281,11 @@ def _recognise_log_scale(ctx: _Context, family: str, sigma: Variable) -> tuple[n
     ):
         raise UnsupportedLikelihood(
             f"{param} of the {_family_label(family)} likelihood of {name!r} depends on free "
-            f"variables and differs between data points ({offset.size} values). TunaMH's "
-            f"bounds cover one free {param} shared by all data (e.g. `{param} = "
-            f"pm.HalfNormal('{param}', 1)`); for per-group values use MinibatchBarker / "
-            "Austere. " + _BOUNDS_HINT
+            f"variables and differs between data points ({offset.size} values: per group, or "
+            f"a regression on {param}). The exact steps' automatic bounds (TunaMH, FlyMC) "
+            f"cover one free {param} shared by all data (e.g. `{param} = "
+            f"pm.HalfNormal('{param}', 1)`); for a {param} that varies between rows use "
+            "MinibatchBarker or Austere. " + _BOUNDS_HINT
         )
     row, base = jac[0], float(offset[0])
 

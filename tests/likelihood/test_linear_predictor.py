@@ -399,7 +399,23 @@ def test_refuses_a_free_sigma_outside_the_block(data):
 
 
 def test_refuses_a_free_sigma_per_datum(data):
-    _refuses(_free_sigma_model(data, "normal", "groups"), "differs between data points")
+    message = _refuses(_free_sigma_model(data, "normal", "groups"), "differs between data points")
+    assert "TunaMH, FlyMC" in message and "MinibatchBarker or Austere" in message
+    assert "TunaMH's bounds" not in message  # a FlyMC user reads this message too
+
+
+def test_refuses_an_ordinal_likelihood_in_the_users_terms(data):
+    """pm.OrderedLogistic is a Categorical over cumulative-probability differences: the
+    refusal names the ordinal distributions and the steps to use, not PyTensor Ops."""
+    x = data["x"][:, 0]
+    y = np.digitize(x, [-0.5, 0.5])
+    with pm.Model() as model:
+        b = pm.Normal("b", 0, 1)
+        cut = pm.Normal("cut", [-1.0, 1.0], 1, transform=pm.distributions.transforms.ordered)
+        pm.OrderedLogistic("y", eta=b * x, cutpoints=cut, observed=y)
+    message = _refuses(model, "OrderedLogistic")
+    assert "MinibatchBarker or Austere" in message
+    assert "ViewOp" not in message and "(...)" not in message.split(". ")[0]
 
 
 def test_refuses_a_free_sigma_that_is_not_log_affine(data):
@@ -506,7 +522,7 @@ def test_refuses_categorical_without_softmax(data):
     with pm.Model() as model:
         p = pm.Dirichlet("p", np.ones(K))
         pm.Categorical("y", p=p, observed=data["classes"])
-    _refuses(model, "Categorical with p = .* not a softmax")
+    _refuses(model, "Categorical, but its probabilities are not a softmax")
 
 
 def test_refuses_categorical_per_row_term_outside_a_product(data):
