@@ -27,7 +27,7 @@ import numpy as np
 from scipy import special
 
 from pymc_minibatch_mh.kernels.correction import CorrectionTable
-from pymc_minibatch_mh.kernels.target import ChainState, TallTarget
+from pymc_minibatch_mh.kernels.target import ChainState, TallTarget, metropolis_accept
 
 # Constants of the two-sided Berry–Esseen-type bound for the studentised mean
 # (Novak 2005, as used in Corollary 1 of Seita et al.).
@@ -199,9 +199,7 @@ def barker_kernel(
         # The offset is the whole ratio (a closed-form sum): no test needs to be estimated,
         # and the exact MH test is used. Barker's rule would accept a move whose ratio is
         # exactly 1 (an HMC move on the exact posterior) only half of the time.
-        log_r = offset + prior_part
-        accept_prob = math.exp(min(0.0, log_r)) if not math.isnan(log_r) else 0.0
-        accepted = bool(rng.random() < accept_prob)
+        accepted, accept_prob = metropolis_accept(rng, offset + prior_part)
         info = BarkerInfo(accepted, accept_prob, 0, 0, 0.0, 0.0)
         return (ChainState(proposal, lp_new) if accepted else state), info
     sigma2 = settings.table.sigma**2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -25,6 +26,15 @@ def per_row_in_blocks(fn: Callable[..., np.ndarray], *args, idx: np.ndarray) -> 
             for start in range(0, len(idx), MAX_ROWS_PER_CALL)
         ]
     )
+
+
+def metropolis_accept(rng: np.random.Generator, log_r: float) -> tuple[bool, float]:
+    """The MH decision for a log acceptance ratio known exactly: ``(accepted,
+    min(1, exp(log_r)))``, one uniform draw; a NaN ratio rejects."""
+    if math.isnan(log_r):
+        return False, 0.0
+    accept_prob = math.exp(min(0.0, log_r))
+    return bool(rng.random() < accept_prob), accept_prob
 
 
 class TallTarget(Protocol):

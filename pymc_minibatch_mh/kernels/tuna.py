@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pymc_minibatch_mh.bounds.lipschitz import LipschitzBound
-from pymc_minibatch_mh.kernels.target import ChainState, TallTarget
+from pymc_minibatch_mh.kernels.target import ChainState, TallTarget, metropolis_accept
 from pymc_minibatch_mh.kernels.weighted_index import CumulativeTable
 
 # |d_i| may exceed c_i M by this much (relative, then absolute) before the bound
@@ -151,13 +151,6 @@ def check_bound(d: np.ndarray, c: np.ndarray, m: float, idx: np.ndarray, where: 
     )
 
 
-def _accept(rng: np.random.Generator, log_r: float) -> tuple[bool, float]:
-    if math.isnan(log_r):
-        return False, 0.0
-    accept_prob = math.exp(min(0.0, log_r))
-    return bool(rng.random() < accept_prob), accept_prob
-
-
 # ------------------------------------------------------------------ the kernel
 
 
@@ -226,7 +219,7 @@ def tuna_kernel(
         # Expected batch beyond N: a standard full-data MH step.
         log_lik = target.loglik_full(proposal) - target.loglik_full(state.position)
         log_r = float(np.sum(log_lik)) * inv_k + prior_part
-        accepted, accept_prob = _accept(rng, log_r)
+        accepted, accept_prob = metropolis_accept(rng, log_r)
         info = TunaInfo(accepted, accept_prob, n, 2 * n, 0, 0, chi)
         return (ChainState(proposal, lp_new) if accepted else state), info
 
@@ -236,7 +229,7 @@ def tuna_kernel(
     # Exactly known part of the log-likelihood ratio (control variates), else 0.
     offset = float(target.diff_offset(proposal, state.position)) * inv_k
     log_r = prior_part + offset + log_ratio
-    accepted, accept_prob = _accept(rng, log_r)
+    accepted, accept_prob = metropolis_accept(rng, log_r)
     info = TunaInfo(accepted, accept_prob, n_draws, 2 * n_draws, n_draws, n_kept, chi)
     return (ChainState(proposal, lp_new) if accepted else state), info
 

@@ -113,11 +113,11 @@ class MinibatchBarker(MinibatchStep):
         the chain over doubling windows (100, 200, 400, ... iterations), as Stan
         does for its mass matrix. Default: on for ``"auto"`` and ``"rw"``.
     steps_per_draw : int, optional
-        Inner MH iterations per PyMC draw (amortises PyMC's per-draw overhead); default 3
-        (1 when the likelihood is summed exactly, see the class notes of the base).
+        Inner MH iterations per PyMC draw (amortises PyMC's per-draw overhead).
         Stats are summed (``batch_size``, ``n_lik_evals``), averaged (``accept``),
         OR-ed (``accepted``) or maximised (``delta_var``, ``clt_error``) over them.
-        Default 3 for MinibatchBarker and FlyMC, 1 for Austere and TunaMH.
+        Default 3 here (each other step documents its own), and 1 for every step with
+        control variates on a likelihood summed exactly (see the base class).
     correction : CorrectionTable, optional
         Correction distribution; default the shipped ``C_1`` (n_grid 4000, V 20, lambda 10).
     data_dim : str, optional

@@ -620,8 +620,8 @@ class MinibatchStep(ArrayStepShared):
         is a function of ``O(D^2)`` sufficient statistics, gathered in one pass at the
         reference point (:mod:`pymc_minibatch_mh.bounds.normal_exact`). With it the
         control variates' proxy is the log-likelihood itself: no datum is read after
-        construction and every step's test is the exact MH (or Barker) test. Why a model
-        has none is kept in ``exact_sum_unavailable``.
+        construction and every step's test is the exact MH test. Why a model has none is
+        kept in ``exact_sum_unavailable``.
 
         Parameters
         ----------

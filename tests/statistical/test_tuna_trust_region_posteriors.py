@@ -134,10 +134,17 @@ def _grid_case(kind: str) -> dict:
     return {"kind": kind, "model": model, "mean": mean, "sd": sd}
 
 
-def _sample(case, step, cores: int = 2):
+def _sample(case, step, cores: int = 2, **extra):
     with case["model"]:
         return pm.sample(
-            step=step, draws=DRAWS, tune=TUNE, chains=2, cores=cores, random_seed=SEED, **SAMPLE
+            step=step,
+            draws=DRAWS,
+            tune=TUNE,
+            chains=2,
+            cores=cores,
+            random_seed=SEED,
+            **SAMPLE,
+            **extra,
         )
 
 
@@ -257,23 +264,14 @@ def normal_case():
 def test_approximate_steps_are_exact_on_the_normal_from_its_sufficient_statistics(
     normal_case, step_class
 ):
-    """MinibatchBarker and Austere use the same exact sum: their tests become the exact
-    Barker / MH tests, they read no datum after construction and match the grid; the
-    corrupted sum (negative control) must fail."""
+    """MinibatchBarker and Austere use the same exact sum: their tests become the exact MH
+    test, they read no datum after construction and match the grid; the corrupted sum
+    (negative control) must fail."""
     with normal_case["model"]:
         step = step_class(progressbar=False)
         broken = step_class(progressbar=False)
     assert step.target.exact_sum
-    with normal_case["model"]:
-        idata = pm.sample(
-            step=step,
-            draws=DRAWS,
-            tune=TUNE,
-            chains=2,
-            random_seed=SEED,
-            discard_tuned_samples=False,
-            **SAMPLE,
-        )
+    idata = _sample(normal_case, step, discard_tuned_samples=False)
     for stats_ in (idata.warmup_sample_stats, idata.sample_stats):
         assert int(stats_["batch_size"].sum()) == 0
     errors = _errors(idata, normal_case)
