@@ -32,7 +32,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from pymc_minibatch_mh.bounds.collapsed import DEFAULT_CHUNK_ENTRIES, as_design, chunk_rows
+from pymc_minibatch_mh.bounds.collapsed import (
+    DEFAULT_CHUNK_ENTRIES,
+    OverDesignRows,
+    as_design,
+    chunk_rows,
+)
 from pymc_minibatch_mh.passes import record_rows
 
 
@@ -50,7 +55,7 @@ def categorical_logit_loglik(logits: np.ndarray, observed) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
-class SoftmaxQuadraticBound:
+class SoftmaxQuadraticBound(OverDesignRows):
     """Böhning bounds for a categorical-logit likelihood and their collapsed sum.
 
     ``logits = design @ (coef_map @ q + coef_offset).reshape(P, K) + offset``.
@@ -118,7 +123,7 @@ class SoftmaxQuadraticBound:
         w = self.coefficients(q)
         if idx is None:
             return self.design @ w + self.offset
-        return self.design[idx] @ w + self.offset[idx]
+        return self.gathered_rows(idx) @ w + self.offset[idx]
 
     def _residual(self, q, idx):
         anchor = self.anchor if idx is None else self.anchor[idx]
@@ -137,7 +142,7 @@ class SoftmaxQuadraticBound:
         """Gradient in ``q`` of ``sum_j weights[j] log B_{idx[j]}(q)``, shape ``(D,)``."""
         e = self._residual(q, idx)
         d_eta = self.slope[idx] - e @ self.curvature
-        d_w = self.design[idx].T @ (weights[:, None] * d_eta)
+        d_w = self.gathered_rows(idx).T @ (weights[:, None] * d_eta)
         return self.coef_map.T @ d_w.ravel()
 
     def _delta(self, q):

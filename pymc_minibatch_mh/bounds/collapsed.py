@@ -101,9 +101,32 @@ def per_datum(values, n_data: int, name: str) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
+#: Most rows :meth:`OverDesignRows.gathered_rows` keeps from one call to the next.
+MEMO_ROWS = 4096
+
+
 class OverDesignRows:
-    """Mixin of the bounds whose rows are the rows of ``self.design`` (N, D): ``n_data``
-    and ``ndim``."""
+    """Mixin of the bounds whose rows are the rows of ``self.design`` (N, D): ``n_data``,
+    ``ndim`` and :meth:`gathered_rows`."""
+
+    def gathered_rows(self, idx: np.ndarray) -> np.ndarray:
+        """``design[idx]`` as float64, the same rows as the last call served again.
+
+        A FlyMC trajectory reads the bright rows at every leapfrog step with the bright
+        set fixed; forming them anew from a structured design costs more than the
+        arithmetic on them. The last ``idx`` (up to :data:`MEMO_ROWS` rows) and its rows
+        are kept and reused when the next ``idx`` holds the same indices (compared by
+        value, so a caller may change its index array in place). The rows are read-only.
+        """
+        idx = np.asarray(idx)
+        memo = self.__dict__.get("_rows_memo")
+        if memo is not None and memo[0].shape == idx.shape and np.array_equal(memo[0], idx):
+            return memo[1]
+        rows = np.asarray(self.design[idx], dtype=np.float64)
+        if idx.ndim == 1 and idx.size <= MEMO_ROWS:
+            rows.setflags(write=False)
+            object.__setattr__(self, "_rows_memo", (idx.copy(), rows))
+        return rows
 
     @property
     def n_data(self) -> int:
@@ -215,7 +238,7 @@ class LinearQuadraticBound(OverDesignRows):
         """``eta`` for rows ``idx`` (all rows if None)."""
         if idx is None:
             return self.design @ q + self.offset
-        return self.design[idx] @ q + self.offset[idx]
+        return self.gathered_rows(idx) @ q + self.offset[idx]
 
     def _residual(self, q: np.ndarray, idx: np.ndarray | None) -> np.ndarray:
         anchor = self.anchor if idx is None else self.anchor[idx]
@@ -233,7 +256,7 @@ class LinearQuadraticBound(OverDesignRows):
         """Gradient in ``q`` of ``sum_j weights[j] log B_{idx[j]}(q)``, shape ``(D,)``."""
         e = self._residual(q, idx)
         d_eta = self.slope[idx] + 2.0 * self.curvature[idx] * e
-        return self.design[idx].T @ (weights * d_eta)
+        return self.gathered_rows(idx).T @ (weights * d_eta)
 
     def log_bound_sum(self, q: np.ndarray) -> float:
         """``sum_n log B_n(q)`` over all N data in O(D^2)."""

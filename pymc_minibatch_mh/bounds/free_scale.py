@@ -132,7 +132,7 @@ class FreeScaleQuadraticBound(OverDesignRows):
 
     def _deviations(self, q: np.ndarray, idx: np.ndarray | None):
         d = np.asarray(q, dtype=np.float64) - self.centre
-        rows = self.design if idx is None else self.design[idx]
+        rows = self.design if idx is None else self.gathered_rows(idx)
         return rows @ d, float(self.scale_row @ d)
 
     def log_bound(self, q: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
@@ -154,7 +154,10 @@ class FreeScaleQuadraticBound(OverDesignRows):
         e, t = self._deviations(q, idx)
         d_eta = self.slope_eta[idx] - self.curvature_eta[idx] * self.weight**2 * e
         d_scale = self.slope_scale[idx] - self.curvature_scale[idx] * t
-        return self.design[idx].T @ (weights * d_eta) + float(weights @ d_scale) * self.scale_row
+        return (
+            self.gathered_rows(idx).T @ (weights * d_eta)
+            + float(weights @ d_scale) * self.scale_row
+        )
 
     def log_bound_sum(self, q: np.ndarray) -> float:
         """``sum_n log B_n(q)`` over all N data in O(D^2)."""

@@ -12,6 +12,12 @@ In the notation of :mod:`pymc_minibatch_mh.bounds.collapsed` the curvature is
 untuned, one ``xi`` for all data (1.5 in the FlyMC paper), and MAP-tuned,
 ``xi_n = |eta_n(q_MAP)|`` so that every bound is tight at the MAP.
 
+A Binomial row with ``y`` successes of ``n`` trials has log-likelihood
+``log C(n, y) + y log sigmoid(eta) + (n - y) log sigmoid(-eta)``: the sum of the two
+bounds (both tight at ``eta = +-xi``) bounds it, a quadratic in ``eta`` with value
+``log C(n, y) + y log sigmoid(eta*) + (n - y) log sigmoid(-eta*)``, slope
+``y - n sigmoid(eta*)`` and curvature ``-n lambda(xi)`` at the anchor ``eta*``.
+
 References
 ----------
 .. [1] Jaakkola, T. S., Jordan, M. I. "Bayesian parameter estimation via
@@ -23,6 +29,7 @@ References
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import gammaln, log_expit
 
 from pymc_minibatch_mh.bounds.collapsed import (
     DEFAULT_CHUNK_ENTRIES,
@@ -64,6 +71,26 @@ def _signs(observed, n_data: int) -> np.ndarray:
     return 2.0 * y - 1.0
 
 
+def _successes_and_trials(observed, trials, n_data: int) -> tuple[np.ndarray, np.ndarray]:
+    y = np.asarray(per_datum(observed, n_data, "observed"), dtype=np.float64)
+    n = np.broadcast_to(np.asarray(trials, dtype=np.float64), (n_data,))
+    if not np.all((y >= 0) & (y <= n) & (y == np.round(y)) & (n == np.round(n))):
+        raise ValueError("Binomial observations must be integers from 0 to the row's trials.")
+    return y, n
+
+
+def binomial_jaakkola_jordan_coefficients(
+    observed, trials, anchor: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(value, slope, curvature)`` at ``eta = anchor`` of the Binomial rows' bound (see
+    the module docstring)."""
+    y, n = _successes_and_trials(observed, trials, anchor.shape[0])
+    log_choose = gammaln(n + 1.0) - gammaln(y + 1.0) - gammaln(n - y + 1.0)
+    value = log_choose + y * log_expit(anchor) + (n - y) * log_expit(-anchor)
+    slope = y - n * np.exp(log_expit(anchor))
+    return value, slope, -n * jj_lambda(anchor)
+
+
 def jaakkola_jordan_bound(
     design: np.ndarray,
     offset,
@@ -72,6 +99,7 @@ def jaakkola_jordan_bound(
     *,
     centre: np.ndarray | None = None,
     chunk_entries: int = DEFAULT_CHUNK_ENTRIES,
+    trials=None,
 ) -> LinearQuadraticBound:
     """Jaakkola–Jordan bounds that touch ``log L_n`` at ``eta_n = anchor_eta[n]``.
 
@@ -90,11 +118,26 @@ def jaakkola_jordan_bound(
         Expansion point of the collapsed sum (see :class:`LinearQuadraticBound`).
     chunk_entries : int
         Memory knob of the O(N D^2) setup.
+    trials : float or ndarray, shape (N,), optional
+        Binomial likelihood: trials per row, ``observed`` the successes. None: Bernoulli.
     """
     design = as_design(design)
     n_data = design.shape[0]
-    t = _signs(observed, n_data)
     anchor = per_datum(anchor_eta, n_data, "anchor_eta")
+    if trials is not None:
+        value, slope, curvature = binomial_jaakkola_jordan_coefficients(observed, trials, anchor)
+        return LinearQuadraticBound.from_coefficients(
+            design,
+            offset,
+            anchor,
+            value=value,
+            slope=slope,
+            curvature=curvature,
+            centre=centre,
+            family="binomial_logit",
+            chunk_entries=chunk_entries,
+        )
+    t = _signs(observed, n_data)
     s = t * anchor
     return LinearQuadraticBound.from_coefficients(
         design,
@@ -118,18 +161,30 @@ def untuned_jaakkola_jordan(
     xi: float = UNTUNED_XI,
     centre: np.ndarray | None = None,
     chunk_entries: int = DEFAULT_CHUNK_ENTRIES,
+    trials=None,
 ) -> LinearQuadraticBound:
-    """Untuned bounds: the same ``xi`` (default 1.5) for every datum.
+    """Untuned bounds: the same ``xi`` (default 1.5) for every datum (Binomial rows:
+    anchored at ``+xi`` where most trials succeeded, else at ``-xi``).
 
-    With ``xi = 1.5`` a datum is bright with probability below 0.0201 wherever
+    With ``xi = 1.5`` a Bernoulli datum is bright with probability below 0.0201 wherever
     ``0.1 < L_n < 0.9``.
     """
     if not np.isfinite(xi) or xi < 0:
         raise ValueError(f"xi must be a finite non-negative number; got {xi}.")
     design = as_design(design)
-    t = _signs(observed, design.shape[0])
+    if trials is None:
+        signs = _signs(observed, design.shape[0])
+    else:
+        y, n = _successes_and_trials(observed, trials, design.shape[0])
+        signs = np.where(2.0 * y >= n, 1.0, -1.0)
     return jaakkola_jordan_bound(
-        design, offset, observed, t * xi, centre=centre, chunk_entries=chunk_entries
+        design,
+        offset,
+        observed,
+        signs * xi,
+        centre=centre,
+        chunk_entries=chunk_entries,
+        trials=trials,
     )
 
 
@@ -140,11 +195,13 @@ def map_tuned_jaakkola_jordan(
     q_map: np.ndarray,
     *,
     chunk_entries: int = DEFAULT_CHUNK_ENTRIES,
+    trials=None,
 ) -> LinearQuadraticBound:
-    """MAP-tuned bounds: ``xi_n = |eta_n(q_MAP)|``, so ``B_n(q_MAP) = L_n(q_MAP)`` for all n."""
+    """MAP-tuned bounds: ``xi_n = |eta_n(q_MAP)|``, so ``B_n(q_MAP) = L_n(q_MAP)`` for all n
+    (``trials``: Binomial rows, see :func:`jaakkola_jordan_bound`)."""
     design = as_design(design)
     q_map = np.asarray(q_map, dtype=np.float64)
     eta = design @ q_map + per_datum(offset, design.shape[0], "offset")
     return jaakkola_jordan_bound(
-        design, offset, observed, eta, centre=q_map, chunk_entries=chunk_entries
+        design, offset, observed, eta, centre=q_map, chunk_entries=chunk_entries, trials=trials
     )

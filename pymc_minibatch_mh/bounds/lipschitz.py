@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path
 # Rows per chunk when forming ||L^T x_i|| (bounds the temporary N x D product).
 _CHUNK_ROWS = 65_536
 BOX_FAMILIES = ("poisson_log", "normal")
-GLOBAL_FAMILIES = ("bernoulli_logit", "student_t", "categorical_logit")
+GLOBAL_FAMILIES = ("bernoulli_logit", "binomial_logit", "student_t", "categorical_logit")
 
 
 class UnsupportedBound(ValueError):
@@ -414,6 +414,8 @@ def _slopes(lp, box) -> np.ndarray:
     family = lp.family
     if family == "bernoulli_logit":
         return np.ones(n)
+    if family == "binomial_logit":  # |y - n sigmoid(eta)| <= n
+        return np.broadcast_to(np.asarray(lp.params["n"], dtype=np.float64), (n,)).copy()
     if family == "student_t":
         nu = np.asarray(lp.params["nu"], dtype=np.float64)
         sigma = np.asarray(lp.params["sigma"], dtype=np.float64)

@@ -125,7 +125,7 @@ class NegativeBinomialBound(OverDesignRows):
     def _channels(self, q: np.ndarray, idx):
         q = np.asarray(q, dtype=np.float64)
         sel = slice(None) if idx is None else idx
-        rows = self.design if idx is None else self.design[idx]
+        rows = self.design if idx is None else self.gathered_rows(idx)
         eta = rows @ q + self.offset[sel]
         if self.scale_row is None:
             t = self.fixed_log_alpha[sel]
@@ -162,7 +162,7 @@ class NegativeBinomialBound(OverDesignRows):
         jj = self.jj_constant[sel] + 0.5 * x - lam * x * x
         jj_slope = 0.5 - 2.0 * lam * x
         d_eta = y - (alpha + y) * jj_slope
-        grad = self.design[idx].T @ (weights * d_eta)
+        grad = self.gathered_rows(idx).T @ (weights * d_eta)
         if self.scale_row is not None:
             d_t = alpha * (digamma(y + alpha) - digamma(alpha) + jj) - y + (alpha + y) * jj_slope
             grad = grad + float(weights @ d_t) * self.scale_row

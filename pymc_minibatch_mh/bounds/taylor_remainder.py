@@ -150,6 +150,7 @@ def _student_t_shape_constant() -> float:
 #: region, the others globally).
 REMAINDER_FAMILIES = (
     "bernoulli_logit",
+    "binomial_logit",
     "categorical_logit",
     "normal",
     "student_t",
@@ -191,6 +192,10 @@ def third_derivative_bound(lp: LinearPredictorLikelihood) -> np.ndarray:
     n = lp.n_data
     if lp.family == "bernoulli_logit":
         return np.full(n, LOGISTIC_THIRD_DERIVATIVE)
+    if lp.family == "binomial_logit":
+        # y eta - n log(1 + e^eta): the third derivative is -n sigmoid''(eta).
+        trials = np.broadcast_to(np.asarray(lp.params["n"], dtype=np.float64), (n,))
+        return trials * LOGISTIC_THIRD_DERIVATIVE
     if lp.family == "normal":
         return np.zeros(n)
     if lp.family == "student_t":

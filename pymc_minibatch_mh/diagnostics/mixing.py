@@ -20,6 +20,7 @@ import warnings
 
 import numpy as np
 
+from pymc_minibatch_mh.diagnostics.chain_statistics import bulk_ess, split_rhat
 from pymc_minibatch_mh.diagnostics.groups import posterior
 
 #: Split R-hat above which chains count as disagreeing.
@@ -35,24 +36,18 @@ class MixingWarning(UserWarning):
 def chain_diagnostics(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Bulk ESS and split R-hat of each coordinate of ``draws`` ``(chain, draw, K)``.
 
-    A coordinate that never moved gets ESS 0 and R-hat inf (ArviZ gives NaN or the draw
-    count there); with one chain R-hat is otherwise reported as 1 (not computed).
+    A coordinate that never moved gets ESS 0 and R-hat inf; with one chain R-hat is
+    reported as 1 (not computed). Computed without ArviZ
+    (:mod:`~pymc_minibatch_mh.diagnostics.chain_statistics`).
     """
-    import arviz as az
-
     draws = np.asarray(draws, dtype=np.float64)
-    dataset = az.convert_to_dataset(draws.reshape(draws.shape[0], draws.shape[1], -1))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # constant coordinates
-        ess = np.asarray(az.ess(dataset, method="bulk")["x"].values, dtype=np.float64)
-        if draws.shape[0] > 1:
-            rhat = np.asarray(az.rhat(dataset)["x"].values, dtype=np.float64)
-        else:  # one chain: not needed by the step's own check
-            rhat = np.ones_like(ess)
-    # ArviZ 1 reports a constant's ESS as the draw count.
+    draws = draws.reshape(draws.shape[0], draws.shape[1], -1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ess = bulk_ess(draws)
+        rhat = split_rhat(draws) if draws.shape[0] > 1 else np.ones_like(ess)
     moved = np.ptp(draws.reshape(-1, ess.size), axis=0) > 0
-    ess = np.where(np.isfinite(ess.ravel()) & moved, ess.ravel(), 0.0)
-    rhat = np.where(np.isfinite(rhat.ravel()) & moved, rhat.ravel(), np.inf)
+    ess = np.where(np.isfinite(ess) & moved, ess, 0.0)
+    rhat = np.where(np.isfinite(rhat) & moved, rhat, np.inf)
     return ess, rhat
 
 

@@ -30,7 +30,8 @@ from pymc_minibatch_mh.likelihood.graph_tools import (
 _SUPPORTED = (
     "Supported likelihoods (one or more observed variables over the same rows, eta affine in "
     "the sampled variables): "
-    "Bernoulli(logit_p=eta) or Bernoulli(p=pm.math.invlogit(eta)); Poisson(mu=pm.math.exp(eta)); "
+    "Bernoulli(logit_p=eta) or Bernoulli(p=pm.math.invlogit(eta)); Binomial(n=trials, "
+    "logit_p=eta) with fixed trials per row; Poisson(mu=pm.math.exp(eta)); "
     "Normal(mu=eta, sigma=s); StudentT(nu=<fixed>, mu=eta, sigma=s) with s fixed or one free "
     "positive scale; NegativeBinomial(mu=pm.math.exp(eta), alpha=a) with a fixed or free; "
     "Categorical(logit_p=X @ W + b)."
@@ -63,6 +64,17 @@ def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
                 + _BOUNDS_HINT
             )
         return "bernoulli_logit", eta, {}
+    if isinstance(op, _rv_type(pm.Binomial)):
+        n, p = params
+        eta = _strip_link(p, _elemwise_of(Sigmoid))
+        if eta is None:
+            raise UnsupportedLikelihood(
+                f"Observed variable {name!r} is Binomial with p = {_describe(p)}, which is not "
+                "a logistic link. Write the model with `pm.Binomial(..., n=trials, "
+                "logit_p=eta)` (or `p=pm.math.invlogit(eta)`) with eta affine in the "
+                "parameters. " + _SUPPORTED + " " + _BOUNDS_HINT
+            )
+        return "binomial_logit", eta, {"n": n}
     if isinstance(op, _rv_type(pm.Poisson)):
         (mu,) = params
         eta = _strip_link(mu, _elemwise_of(Exp))
@@ -245,7 +257,7 @@ def _observed_values(model: pm.Model, rv: Variable, family: str, n_data: int) ->
         )
     if family == "bernoulli_logit" and not np.all((values == 0) | (values == 1)):
         raise UnsupportedLikelihood(f"Bernoulli observations of {rv.name!r} must be 0 or 1.")
-    counts = ("poisson_log", "negative_binomial")
+    counts = ("poisson_log", "negative_binomial", "binomial_logit")
     if family in counts and not np.all((values >= 0) & (values == np.round(values))):
         raise UnsupportedLikelihood(
             f"{_family_label(family)} observations of {rv.name!r} must be non-negative integers."
@@ -263,4 +275,5 @@ def _family_label(family: str) -> str:
         "student_t": "StudentT",
         "poisson_log": "Poisson",
         "negative_binomial": "NegativeBinomial",
+        "binomial_logit": "Binomial",
     }.get(family, family)

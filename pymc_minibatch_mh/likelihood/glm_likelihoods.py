@@ -19,6 +19,7 @@ from pymc_minibatch_mh.row_design import RowDesign
 
 FAMILIES = (
     "bernoulli_logit",
+    "binomial_logit",
     "student_t",
     "normal",
     "poisson_log",
@@ -53,13 +54,14 @@ class LinearPredictorLikelihood:
     offset : ndarray
         ``(N,)`` for scalar families, ``(N, K)`` for ``"categorical_logit"``.
     observed : ndarray
-        ``(N,)`` observations: 0/1 for Bernoulli, class index 0..K-1 (int) for
-        Categorical, counts for Poisson, reals otherwise; integer and float arrays are
-        kept in their dtype (not copied), other kinds become float64.
+        ``(N,)`` observations: 0/1 for Bernoulli, successes 0..n for Binomial, class
+        index 0..K-1 (int) for Categorical, counts for Poisson, reals otherwise; integer
+        and float arrays are kept in their dtype (not copied), other kinds become float64.
     params : dict
         Fixed family parameters, each a float or an ``(N,)`` array:
         ``{"nu", "sigma"}`` for Student-t, ``{"sigma"}`` for Normal, ``{"alpha"}`` for the
-        negative binomial (mean ``exp(eta)``, dispersion ``alpha``), empty otherwise.
+        negative binomial (mean ``exp(eta)``, dispersion ``alpha``), ``{"n"}`` (trials per
+        row) for the Binomial with logit ``eta``, empty otherwise.
         Without ``"sigma"`` / ``"alpha"`` when that parameter is free (``scale_row``).
     scale_row, scale_offset : ndarray and float, optional
         Normal and Student-t with a free scale: ``log sigma = scale_row @ q +
@@ -144,6 +146,7 @@ class LinearPredictorLikelihood:
             "student_t": {"nu", "sigma"},
             "normal": {"sigma"},
             "negative_binomial": {"alpha"},
+            "binomial_logit": {"n"},
         }.get(self.family, set())
         if self.scale_row is not None:
             if self.family not in SCALE_FAMILIES:
@@ -307,6 +310,12 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
         # log sigmoid(s) = -log(1 + exp(-s)), with s = eta for y = 1 and -eta for y = 0.
         signed = np.where(y > 0.5, eta, -eta)
         return -np.logaddexp(0.0, -signed)
+    if family == "binomial_logit":
+        # y log sigmoid(eta) + (n - y) log sigmoid(-eta) = y eta - n log(1 + exp(eta)).
+        n = np.asarray(params["n"], dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        log_choose = gammaln(n + 1.0) - gammaln(y + 1.0) - gammaln(n - y + 1.0)
+        return log_choose + y * eta - n * np.logaddexp(0.0, eta)
     if family == "poisson_log":
         return y * eta - np.exp(eta) - gammaln(y + 1.0)
     if family == "negative_binomial":

@@ -13,6 +13,7 @@ from pymc.vartypes import discrete_types
 from pytensor.graph.basic import Variable
 
 from pymc_minibatch_mh.likelihood.batching import datum_data_inputs, non_finite_entries
+from pymc_minibatch_mh.likelihood.data_support import check_observed_support
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors, data_value, graph_inputs
 from pymc_minibatch_mh.passes import record_rows
 
@@ -227,15 +228,22 @@ def check_finite_data(model: pm.Model, loglik_terms: Sequence[Variable], n_data:
     n_data : int
         The number N of data points.
 
+    The same pass checks the observed values of common distributions against their
+    support (:func:`~pymc_minibatch_mh.likelihood.data_support.check_observed_support`).
+
     Raises
     ------
     ValueError
-        Naming every data input with non-finite entries, their count and first row.
+        Naming every data input with non-finite entries, their count and first row; or
+        an observed value outside its distribution's support, with its row.
     """
     problems = []
     inputs = _datum_inputs_with_users(model, loglik_terms, n_data)
     if any(value.dtype.kind in "fc" for _, value, _ in inputs):
         record_rows(n_data, n_data)  # one pass reads the rows of every array
+        counted = True
+    else:
+        counted = False
     for var, value, users in inputs:
         count, first_row = non_finite_entries(value)
         if count:
@@ -253,6 +261,17 @@ def check_finite_data(model: pm.Model, loglik_terms: Sequence[Variable], n_data:
             "not pass NaN in `observed=`: PyMC's automatic imputation makes them per-datum "
             "latent variables, which a minibatch step cannot sample."
         )
+    if check_observed_support(model) and not counted:
+        record_rows(n_data, n_data)  # the same pass, over the observed arrays only
+
+
+def described_datum_inputs(model: pm.Model, n_data: int) -> list[tuple[Variable, np.ndarray, str]]:
+    """The per-datum data inputs of the likelihood, each with its name for messages."""
+    terms = model.logp(vars=model.observed_RVs, sum=False)
+    return [
+        (var, value, _describe_data_input(model, var, value, users))
+        for var, value, users in _datum_inputs_with_users(model, terms, n_data)
+    ]
 
 
 def _datum_inputs_with_users(

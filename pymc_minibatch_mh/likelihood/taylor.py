@@ -59,7 +59,17 @@ DEFAULT_CHUNK_ROWS = 20_000
 
 
 class NonFiniteTaylor(ValueError):
-    """The log-likelihood or its derivatives are not finite at an expansion point."""
+    """The log-likelihood or its derivatives are not finite at an expansion point.
+
+    Attributes
+    ----------
+    point : ndarray or None
+        That point (raveled), when known.
+    """
+
+    def __init__(self, message: str, point: np.ndarray | None = None):
+        super().__init__(message)
+        self.point = point
 
 
 def _graphs_of(tall_data: TallData) -> TallGraphs:
@@ -334,6 +344,7 @@ def chunked_taylor_sums(
     if not (np.isfinite(value) and np.all(np.isfinite(grad)) and np.all(np.isfinite(hess))):
         raise NonFiniteTaylor(
             "The log-likelihood or its derivatives are not finite at the reference point; "
-            "pass a reference_point inside the support of the posterior."
+            "pass a reference_point inside the support of the posterior.",
+            point=np.asarray(reference, dtype=np.float64).copy(),
         )
     return TaylorProxy(reference=reference.copy(), value=value, gradient=grad, hessian=hess)

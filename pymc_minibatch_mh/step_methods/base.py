@@ -41,8 +41,10 @@ from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.likelihood import build_tall_data, recognise_linear_predictor
 from pymc_minibatch_mh.likelihood.batching import probe_indices
 from pymc_minibatch_mh.likelihood.compiling import compile_seconds
+from pymc_minibatch_mh.likelihood.data_support import explain_non_finite_rows
 from pymc_minibatch_mh.likelihood.glm_likelihoods import UnsupportedLikelihood
 from pymc_minibatch_mh.likelihood.image import LikelihoodImage, find_likelihood_image
+from pymc_minibatch_mh.likelihood.inspection import described_datum_inputs
 from pymc_minibatch_mh.likelihood.shared_functions import shared_functions
 from pymc_minibatch_mh.likelihood.surrogate import compile_surrogate_density
 from pymc_minibatch_mh.likelihood.taylor import (
@@ -313,15 +315,20 @@ class MinibatchStep(ArrayStepShared):
                 "prior_derivatives", lambda: compile_prior_derivatives(self.tall_data)
             )
             whole_model = {v.name for v in vars} == {v.name for v in model.value_vars}
-            if reference_point is None and whole_model:
-                self.reference = functions.get(
-                    ("reference", self.temperature, image is not None),
-                    lambda: self._newton_reference(model, initial_point),
-                )
-            else:
-                if reference_point is None:
-                    reference_point = find_map(model, initial_point, progressbar=self.progressbar)
-                self.reference = self._taylor_at(block_position(reference_point, vars))
+            try:
+                if reference_point is None and whole_model:
+                    self.reference = functions.get(
+                        ("reference", self.temperature, image is not None),
+                        lambda: self._newton_reference(model, initial_point),
+                    )
+                else:
+                    if reference_point is None:
+                        reference_point = find_map(
+                            model, initial_point, progressbar=self.progressbar
+                        )
+                    self.reference = self._taylor_at(block_position(reference_point, vars))
+            except NonFiniteTaylor as err:
+                raise self._non_finite_rows(model, err) from err
             if control_variates:
                 self._exact_sum = self._exact_likelihood_sum(normal_lp)
                 if self._exact_sum is not None:
@@ -546,6 +553,21 @@ class MinibatchStep(ArrayStepShared):
             hessian=0.5 * (hessian + hessian.T),
             image=image,
         )
+
+    def _non_finite_rows(self, model: pm.Model, err: NonFiniteTaylor) -> NonFiniteTaylor:
+        """``err`` with the rows whose log-likelihood is not finite at its point named
+        (one more pass), or ``err`` itself when every row's is finite there."""
+        if err.point is None:
+            return err
+        explanation = explain_non_finite_rows(
+            model,
+            self.tall_data.loglik_full,
+            err.point,
+            described_datum_inputs(model, self.tall_data.n_data),
+            "the point the step's setup started from (the model's initial point, or "
+            "reference_point if given)",
+        )
+        return err if explanation is None else NonFiniteTaylor(explanation, err.point)
 
     def _laplace_factor(self) -> np.ndarray:
         """Cholesky factor of the Laplace covariance at the reference point; ValueError

@@ -114,7 +114,8 @@ class TunaMH(MinibatchStep):
     with norms whitened by the Laplace covariance
     (:mod:`pymc_minibatch_mh.bounds.taylor_remainder` derives each bound):
 
-    * Bernoulli-logit, Categorical-softmax (a bound on the K logits), Normal and
+    * Bernoulli-logit, Binomial-logit with fixed trials per row (``n`` times the
+      Bernoulli bound), Categorical-softmax (a bound on the K logits), Normal and
       Student-t with fixed ``sigma``, negative binomial (``mu=pm.math.exp(eta)``) with
       fixed ``alpha``: global bounds;
     * Poisson with log link, Normal / Student-t (fixed ``nu``) with a free scale

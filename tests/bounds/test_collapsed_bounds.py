@@ -353,3 +353,81 @@ def test_bad_inputs_raise_clear_errors(data):
         LinearQuadraticBound.from_coefficients(x, 0.0, 0.0, 0.0, 0.0, 1.0)
     with pytest.raises(ValueError, match="2-D"):
         untuned_jaakkola_jordan(np.ones(N), 0.0, data["y_bern"])
+
+
+def test_gathered_rows_are_reused_only_for_the_same_indices(data):
+    """The bounds keep the last gathered rows (a FlyMC trajectory reads the same bright
+    rows at every leapfrog step); an index array changed in place must not be served the
+    old rows, and the kept rows cannot be written to."""
+    x, off, yb = data["x"], data["offset"], data["y_bern"]
+    bound = map_tuned_jaakkola_jordan(x, off, yb, data["q_true"])
+    q = data["q_true"] + 0.1
+    idx = np.array([5, 17, 2999, 0])
+    first = bound.gathered_rows(idx)
+    assert bound.gathered_rows(idx.copy()) is first
+    np.testing.assert_array_equal(first, x[idx])
+    with pytest.raises(ValueError):
+        first[0, 0] = 1.0
+    idx[1] = 18  # the caller's array changes in place
+    np.testing.assert_array_equal(bound.gathered_rows(idx), x[idx])
+    np.testing.assert_allclose(
+        bound.log_bound(q, idx), bound.log_bound(q, np.arange(N))[idx], rtol=1e-12
+    )
+    assert pickle.loads(pickle.dumps(bound)).gathered_rows(idx).shape == (4, D)
+
+
+def _binomial_loglik(eta, y, n):
+    log_choose = special.gammaln(n + 1) - special.gammaln(y + 1) - special.gammaln(n - y + 1)
+    return log_choose + y * special.log_expit(eta) + (n - y) * special.log_expit(-eta)
+
+
+@pytest.mark.parametrize("anchor", [-6.0, -1.3, 0.0, 0.4, 2.5, 9.0])
+def test_binomial_jaakkola_jordan_below_loglik_on_dense_grid(anchor):
+    """The Binomial bound (a sum of n Jaakkola-Jordan bounds) lies below the Binomial
+    log-pmf for every eta, touches it at the anchor with the same slope, for rows with
+    1-20 trials and every number of successes (scipy's binom.logpmf as reference)."""
+    from pymc_minibatch_mh.bounds.jaakkola_jordan import jaakkola_jordan_bound
+
+    trials = np.repeat(np.arange(1, 21), np.arange(2, 22))
+    successes = np.concatenate([np.arange(n + 1) for n in range(1, 21)])
+    rows = trials.size
+    bound = jaakkola_jordan_bound(
+        np.ones((rows, 1)), 0.0, successes, np.full(rows, anchor), trials=trials
+    )
+    eta = GRID[::20]
+    e = eta[None, :] - anchor
+    quadratic = bound.value[:, None] + e * (bound.slope[:, None] + bound.curvature[:, None] * e)
+    # binom.logpmf rounds expit(eta) to 1 beyond |eta| ~ 37: the same pmf with log_expit
+    exact = _binomial_loglik(eta[None, :], successes[:, None], trials[:, None])
+    np.testing.assert_allclose(
+        exact[:, 800:1200],
+        stats.binom.logpmf(successes[:, None], trials[:, None], special.expit(eta[800:1200])),
+        rtol=1e-9,
+    )
+    assert np.all(quadratic <= exact + REL_TOL * (1 + np.abs(exact)))
+    # Negative control: half the curvature crosses above the pmf somewhere.
+    loose = bound.value[:, None] + e * (bound.slope[:, None] + 0.5 * bound.curvature[:, None] * e)
+    assert not np.all(loose <= exact + REL_TOL * (1 + np.abs(exact)))
+    for q in (-3.0, 0.7):  # log_bound evaluates that quadratic
+        np.testing.assert_allclose(
+            bound.log_bound(np.array([q])),
+            bound.value + (q - anchor) * (bound.slope + bound.curvature * (q - anchor)),
+            rtol=1e-12,
+        )
+    at = bound.log_bound(np.array([anchor]))
+    np.testing.assert_allclose(
+        at, stats.binom.logpmf(successes, trials, special.expit(anchor)), rtol=1e-10, atol=1e-10
+    )
+    np.testing.assert_allclose(bound.slope, successes - trials * special.expit(anchor), atol=1e-12)
+
+
+def test_binomial_of_one_trial_is_the_bernoulli_bound(data):
+    from pymc_minibatch_mh.bounds.jaakkola_jordan import jaakkola_jordan_bound
+
+    x, off, yb = data["x"], data["offset"], data["y_bern"]
+    anchor = x @ data["q_true"] + off
+    bern = jaakkola_jordan_bound(x, off, yb, anchor)
+    binom = jaakkola_jordan_bound(x, off, yb, anchor, trials=1)
+    q = data["q_true"] + 0.3
+    np.testing.assert_allclose(binom.log_bound(q), bern.log_bound(q), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(binom.log_bound_sum(q), bern.log_bound_sum(q), rtol=1e-10)

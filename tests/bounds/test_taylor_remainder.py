@@ -86,10 +86,9 @@ def logistic_case():
     return target, lp, reference, chol
 
 
-@pytest.mark.parametrize("whitened", [False, True])
-def test_remainder_differences_are_bounded_for_every_datum(logistic_case, rng, whitened):
-    target, lp, reference, chol = logistic_case
-    bound = taylor_remainder_bound(lp, reference, chol=chol if whitened else None)
+def _assert_bounded_and_not_vacuous(target, bound, reference, rng):
+    """Every datum's residual difference is within ``c_i M`` over moves of four sizes,
+    and the largest ratio is not tiny (the bound is not vacuous)."""
     everything = np.arange(N)
     worst = 0.0
     for q, q_new in _moves(rng, reference, scales=[0.01, 0.1, 0.5, 2.0]):
@@ -97,7 +96,14 @@ def test_remainder_differences_are_bounded_for_every_datum(logistic_case, rng, w
         allowed = bound.c * bound.metric(q, q_new)
         assert np.all(residual <= allowed * (1 + 1e-9) + 1e-12)
         worst = max(worst, float(np.max(residual / allowed)))
-    assert worst > 0.01  # the bound is not vacuous
+    assert worst > 0.01
+
+
+@pytest.mark.parametrize("whitened", [False, True])
+def test_remainder_differences_are_bounded_for_every_datum(logistic_case, rng, whitened):
+    target, lp, reference, chol = logistic_case
+    bound = taylor_remainder_bound(lp, reference, chol=chol if whitened else None)
+    _assert_bounded_and_not_vacuous(target, bound, reference, rng)
 
 
 def test_negative_control_a_too_small_constant_is_violated(logistic_case, rng):
@@ -367,3 +373,44 @@ def test_softmax_remainder_differences_are_bounded_for_every_datum(rng, whitened
     assert 1e-3 < worst <= 1.0 + 1e-9
     small = LipschitzBound(0.1 * bound.c, bound.metric)
     assert _worst_ratio(target, small, pairs) > 1.0
+
+
+@pytest.fixture(scope="module")
+def binomial_case():
+    """Binomial-logit rows with 1-20 trials each (a pm.Data array of trials)."""
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(N, 2))
+    trials = rng.integers(1, 21, N)
+    y = rng.binomial(trials, special.expit(-0.3 + x @ np.array([0.8, -1.1])))
+    with pm.Model() as model:
+        n = pm.Data("trials", trials)
+        a = pm.Normal("a", 0, 3)
+        b = pm.Normal("b", 0, 3, shape=2)
+        pm.Binomial("y", n=n, logit_p=a + x @ b, observed=y)
+    data, lp = _setup(model)
+    reference = np.array([-0.3, 0.8, -1.1])
+    proxy = full_data_taylor(data, reference)
+    target = ControlVariateTarget(data, proxy, compile_residual_diff(data))
+    return target, lp, reference, trials
+
+
+def test_binomial_is_recognised_with_its_trials(binomial_case):
+    _, lp, _, trials = binomial_case
+    assert lp.family == "binomial_logit"
+    np.testing.assert_array_equal(lp.params["n"], trials)
+    np.testing.assert_allclose(third_derivative_bound(lp), trials * LOGISTIC_THIRD_DERIVATIVE)
+
+
+def test_binomial_remainder_differences_are_bounded_for_every_datum(binomial_case, rng):
+    target, lp, reference, _ = binomial_case
+    bound = taylor_remainder_bound(lp, reference)
+    _assert_bounded_and_not_vacuous(target, bound, reference, rng)
+    # Negative control: the Bernoulli constant (trials ignored) is too small.
+    everything = np.arange(N)
+    too_small = bound.c / np.asarray(lp.params["n"], dtype=float)
+    assert any(
+        np.any(
+            np.abs(target.loglik_diff(q_new, q, everything)) > too_small * bound.metric(q, q_new)
+        )
+        for q, q_new in _moves(rng, reference, scales=[0.5, 2.0])
+    )

@@ -423,3 +423,20 @@ def test_non_finite_chunked_data_is_refused_with_its_first_row(rng):
     x[2001, 2], x[2500, 0] = 0.0, 0.0
     with _logistic(chunked_data(zarr.create_array(store={}, data=x, chunks=(700, 4))), y):
         TunaMH()
+
+
+@pytest.mark.parametrize("store", ["memmap", "zarr", "dask"])
+def test_an_observation_outside_the_support_is_found_in_any_store(tmp_path, rng, store):
+    """The support check reads data on disk and chunked data chunk by chunk (one Dask task
+    per chunk) and names the row, in the last chunk too."""
+    x, y = _rows(rng, N)
+    y = y.astype(np.int64)
+    y[N - 3] = 2
+    if store == "memmap":
+        y_in = _on_disk(tmp_path, "y", y)
+    elif store == "zarr":
+        y_in = chunked_data(_zarr(tmp_path, "y", y, 700))
+    else:
+        y_in = chunked_data(_dask_array().from_array(y, chunks=700))
+    with _logistic(x, y_in), pytest.raises(ValueError, match=f"row {N - 3} of its data holds 2"):
+        MinibatchBarker(progressbar=False)

@@ -275,3 +275,79 @@ def test_covariate_of_another_length_gives_our_error(design):
     ) as caught:
         _build(model)
     assert caught.value.__cause__ is not None  # PyTensor's error is kept as the cause
+
+
+# ------------------------------------------------------------------ data outside the support
+def _glm(family, y, x):
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=2)
+        eta = beta[0] + beta[1] * x
+        if family == "bernoulli":
+            pm.Bernoulli("y", logit_p=eta, observed=y)
+        elif family == "poisson":
+            pm.Poisson("y", mu=pm.math.exp(eta), observed=y)
+        elif family == "gamma":
+            pm.Gamma("y", alpha=2.0, beta=2.0 / pm.math.exp(eta), observed=y)
+        elif family == "beta":
+            pm.Beta("y", mu=pm.math.sigmoid(eta), nu=5.0, observed=y)
+    return model
+
+
+@pytest.mark.parametrize(
+    "family, good, bad, words",
+    [
+        ("bernoulli", 1, 2, "Bernoulli likelihood, whose values are 0 or 1"),
+        ("poisson", 3, -1, "Poisson likelihood, whose values are non-negative integers"),
+        ("gamma", 1.5, 0.0, "Gamma likelihood, whose values are positive numbers"),
+        ("beta", 0.4, 1.0, "Beta likelihood, whose values are numbers strictly between 0 and 1"),
+    ],
+)
+def test_observations_outside_the_support_are_refused_with_row_and_value(
+    no_compilation, rng, family, good, bad, words
+):
+    y = np.full(N, good, dtype=float)
+    y[[37, 200]] = bad
+    model = _glm(family, y, rng.normal(size=N))
+    with pytest.raises(ValueError) as info:
+        _build(model)
+    message = str(info.value)
+    assert words in message
+    assert f"row 37 of its data holds {bad!r}" in message and "(2 rows in all)" in message
+    assert "Correct or drop those rows" in message
+
+
+def test_binomial_successes_above_the_trials_are_refused(no_compilation, rng):
+    trials = rng.integers(1, 6, N)
+    y = np.minimum(trials, 2)
+    y[44] = trials[44] + 1
+    with pm.Model() as model:
+        b = pm.Normal("b", 0, 1)
+        pm.Binomial("y", n=pm.Data("trials", trials), logit_p=b * np.ones(N), observed=y)
+    with pytest.raises(ValueError, match=f"row 44 of its data holds {y[44]} successes of "):
+        _build(model)
+
+
+def test_data_inside_the_support_pass_the_check(rng):
+    # The negative control: the same models with valid data build.
+    x = rng.normal(size=N)
+    for family, y in [
+        ("bernoulli", rng.integers(0, 2, N)),
+        ("poisson", rng.poisson(2.0, N)),
+        ("gamma", rng.gamma(2.0, 1.0, N)),
+        ("beta", rng.uniform(0.01, 0.99, N)),
+    ]:
+        assert _build(_glm(family, y, x)).n_data == N
+
+
+@pytest.mark.parametrize("step_class", [MinibatchBarker, Austere])
+def test_an_extreme_covariate_is_named_with_its_row(rng, step_class):
+    """A covariate of 1e300 (a missing-value code) overflows the likelihood's derivatives:
+    the message names the row and the value, not the reference point."""
+    x = rng.normal(size=N)
+    x[5] = 1e300
+    model = _glm("bernoulli", rng.integers(0, 2, N), x)
+    with model, pytest.raises(ValueError) as info:
+        step_class(progressbar=False)
+    message = str(info.value)
+    assert "row 5" in message and "1e+300" in message
+    assert "missing-value code" in message

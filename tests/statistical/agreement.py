@@ -143,3 +143,20 @@ def _sd_mcse(values: np.ndarray) -> float:
     squares = (values - values.mean()) ** 2
     ess = float(az.ess(squares, method="bulk"))
     return float(squares.std() / np.sqrt(ess) / (2.0 * values.std()))
+
+
+def grid_moments(axes: dict[str, np.ndarray], logp: np.ndarray) -> tuple[dict, dict]:
+    """Posterior means and sds of the coordinates of a 2-D grid ``axes`` (two named 1-D
+    grids, ``indexing="ij"``) with unnormalised log density ``logp``; asserts that the
+    grid's edges hold no mass (it is wide enough)."""
+    (name_a, grid_a), (name_b, grid_b) = axes.items()
+    qa, qb = np.meshgrid(grid_a, grid_b, indexing="ij")
+    w = np.exp(logp - logp.max())
+    w /= w.sum()
+    assert w[0].sum() + w[-1].sum() + w[:, 0].sum() + w[:, -1].sum() < 1e-12
+    mean = {name_a: float(np.sum(w * qa)), name_b: float(np.sum(w * qb))}
+    sd = {
+        name_a: float(np.sqrt(np.sum(w * (qa - mean[name_a]) ** 2))),
+        name_b: float(np.sqrt(np.sum(w * (qb - mean[name_b]) ** 2))),
+    }
+    return mean, sd

@@ -2,11 +2,12 @@
 
 Acceptance suite for the steps' defaults (``slow``; run with ``-m slow``). The models are
 in :mod:`.user_models`: logistic regression (N = 50,000), linear regression with a free
-sigma, Poisson and negative binomial regressions, centred and non-centred hierarchical
-models (20 groups, with a Deterministic), MvNormal rows with an LKJ prior, Student-t
-regression with a free sigma, two observed variables per row (Poisson and Normal with a
-free sigma, one shared coefficient) (N = 20,000; LKJ 5,000), and posteriordb's two-component
-Gaussian mixture (N = 1,000, compared with posteriordb's reference draws).
+sigma, Poisson, negative binomial and Binomial (1-20 trials per row) regressions, centred
+and non-centred hierarchical models (20 groups, with a Deterministic), MvNormal rows with
+an LKJ prior, Student-t regression with a free sigma, two observed variables per row
+(Poisson and Normal with a free sigma, one shared coefficient) (N = 20,000; LKJ 5,000),
+and posteriordb's two-component Gaussian mixture (N = 1,000, compared with posteriordb's
+reference draws).
 
 * ``MinibatchBarker()``, ``Austere()`` on every model, and ``TunaMH()``, ``FlyMC()`` on the
   models in their family, match NUTS (2 chains x 2000 draws) or the reference draws:

@@ -25,7 +25,7 @@ from pymc_minibatch_mh.bounds.jaakkola_jordan import map_tuned_jaakkola_jordan
 from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 from pymc_minibatch_mh.step_methods.firefly import FlyMC
 
-from .agreement import failures_against, moments_of, posterior_of
+from .agreement import failures_against, grid_moments, moments_of, posterior_of
 
 MEAN_TOL, SD_TOL = 0.2, 0.2
 Z_TOL = 4.0
@@ -56,14 +56,7 @@ def grid_case():
     for i, a in enumerate(ga):  # row by row: O(len(gb) * N) memory
         logp[i] = special.log_expit(t * (a + gb[:, None] * x)).sum(-1)
     logp -= 0.5 * (qa**2 + qb**2) / PRIOR_SD**2
-    w = np.exp(logp - logp.max())
-    w /= w.sum()
-    mean = {"a": float(np.sum(w * qa)), "b": float(np.sum(w * qb))}
-    sd = {
-        "a": float(np.sqrt(np.sum(w * (qa - mean["a"]) ** 2))),
-        "b": float(np.sqrt(np.sum(w * (qb - mean["b"]) ** 2))),
-    }
-    assert w[0].sum() + w[-1].sum() + w[:, 0].sum() + w[:, -1].sum() < 1e-12  # grid wide enough
+    mean, sd = grid_moments({"a": ga, "b": gb}, logp)
     return {"model": model, "x": x, "y": y, "map": map_point, "mean": mean, "sd": sd}
 
 

@@ -332,6 +332,32 @@ def build_negbin(n: int | None = None) -> UserCase:
     return UserCase("negbin", model, names, n, True, nuts_seed=6104)
 
 
+def build_binomial(n: int | None = None) -> UserCase:
+    """Binomial regression with a logit link: successes of 1-20 trials per row, the
+    trials a ``pm.Data`` array (N = 20,000).
+
+    Parameters
+    ----------
+    n : int, optional
+        Number of data points; default 20,000.
+
+    Returns
+    -------
+    UserCase
+    """
+    n = N_TALL if n is None else n
+    rng = np.random.default_rng(5105)
+    x = rng.normal(size=(n, 2))
+    trials = rng.integers(1, 21, n)
+    y = rng.binomial(trials, 1.0 / (1.0 + np.exp(-(-0.7 + x @ np.array([0.5, -0.8])))))
+    with pm.Model() as model:
+        n_trials = pm.Data("trials", trials)
+        intercept = pm.Normal("intercept", 0.0, 2.0)
+        beta = pm.Normal("beta", 0.0, 1.0, shape=2)
+        pm.Binomial("y", n=n_trials, logit_p=intercept + x @ beta, observed=y)
+    return UserCase("binomial", model, ["intercept", "beta"], n, True, nuts_seed=6105)
+
+
 def build_two_outcomes(n: int | None = None) -> UserCase:
     """Two observed variables per row (N = 20,000): a count ``visits ~ Poisson`` and a
     Normal ``spend`` with a free scale, sharing the covariates and one coefficient.
@@ -566,6 +592,7 @@ BUILDERS: dict[str, Callable[..., UserCase]] = {
     "linear": build_linear,
     "poisson": build_poisson,
     "negbin": build_negbin,
+    "binomial": build_binomial,
     "hier_centred": build_hier_centred,
     "hier_noncentred": build_hier_noncentred,
     "lkj_mvnormal": build_lkj_mvnormal,

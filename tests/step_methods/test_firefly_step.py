@@ -124,6 +124,27 @@ def test_q_db_tunes_to_the_bright_fraction_and_resets(logistic_model, logistic_m
     assert fixed.q_db == 0.05
 
 
+def test_q_db_with_hmc_tracks_the_bright_data_likelihood_ratio(logistic_model, logistic_map):
+    """With HMC moves q_db follows the mean Ltilde of the bright data (so a typical bright
+    datum may turn dark at the next iteration), not the bright fraction; the control is
+    the random walk, whose q_db stays at the (smaller) bright fraction."""
+    tuned = {}
+    for update in ("hmc", "rw"):
+        with logistic_model:
+            step = FlyMC(map_point=logistic_map, theta_update=update, progressbar=False)
+            idata = pm.sample(step=step, draws=50, tune=300, chains=1, random_seed=4, **QUIET)
+        tuned[update] = step.q_db
+        fly = step.firefly
+        bright = np.asarray(fly.store.bright_indices())
+        fraction = np.asarray(_stats(idata)["n_bright"]).mean() / N
+        if update == "hmc" and bright.size:
+            typical = float(np.mean(np.exp(fly.log_lt[bright])))
+            assert step.q_db == pytest.approx(min(typical, 1.0), rel=1.0)
+        if update == "rw":
+            assert step.q_db == pytest.approx(max(fraction, 1.0 / N), rel=1.0, abs=2.0 / N)
+    assert tuned["hmc"] > tuned["rw"]
+
+
 def test_untuned_and_custom_bounds(logistic_model, logistic_map, logistic_data):
     idata = _sample(logistic_model, logistic_map, {"bound": "untuned"}, random_seed=3)
     assert float(np.asarray(_stats(idata)["n_bright"]).mean()) > 0
