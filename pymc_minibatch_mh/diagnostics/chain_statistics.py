@@ -47,18 +47,22 @@ def rank_normalise(draws: np.ndarray) -> np.ndarray:
     return ndtri((ranks - 0.375) / (chains * n + 0.25)).reshape(chains, n, k)
 
 
-def _between_within(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean within-chain variance ``W`` and between-chain variance ``B / n``."""
+def _within_and_pooled(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean within-chain variance ``W`` and the pooled estimate
+    ``var+ = (n - 1) / n W + B / n`` (``B / n`` the variance of the chain means; 0 for
+    one chain)."""
+    chains, n = draws.shape[:2]
     within = np.mean(np.var(draws, axis=1, ddof=1), axis=0)
-    between = np.var(np.mean(draws, axis=1), axis=0, ddof=1)
-    return within, between
+    pooled = (n - 1) / n * within
+    if chains > 1:
+        pooled = pooled + np.var(np.mean(draws, axis=1), axis=0, ddof=1)
+    return within, pooled
 
 
 def _rhat(draws: np.ndarray) -> np.ndarray:
-    n = draws.shape[1]
-    within, between = _between_within(draws)
+    within, pooled = _within_and_pooled(draws)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.sqrt(((n - 1) / n * within + between) / within)
+        return np.sqrt(pooled / within)
 
 
 def split_rhat(draws: np.ndarray) -> np.ndarray:
@@ -90,10 +94,7 @@ def effective_sample_size(draws: np.ndarray) -> np.ndarray:
     draws = np.asarray(draws, dtype=np.float64)
     chains, n, k = draws.shape
     acov = _autocovariance(draws)
-    within = np.mean(acov[:, 0] * n / (n - 1), axis=0)
-    pooled = within * (n - 1) / n
-    if chains > 1:
-        pooled = pooled + np.var(np.mean(draws, axis=1), axis=0, ddof=1)
+    within, pooled = _within_and_pooled(draws)
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = 1.0 - (within - np.mean(acov, axis=0)) / pooled  # (n, K)
     rho[0] = 1.0

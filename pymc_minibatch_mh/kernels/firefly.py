@@ -311,7 +311,9 @@ def geometric_positions(rng: np.random.Generator, prob: float, length: int) -> n
 # ------------------------------------------------------------------------ q_db while tuning
 @dataclass(frozen=True)
 class BrightFractionAverage:
-    """Running mean of the bright fraction ``n_bright / N`` (sets ``q_db`` while tuning).
+    """Running mean of the value ``q_db`` follows while tuning: the bright fraction
+    ``n_bright / N``, or with gradient moves the bright data's mean ``Ltilde_n`` (see
+    ``FlyMC._q_db_evidence``); ``update`` takes it as a ratio.
 
     The FlyMC paper sets ``q_db`` to "the typical fraction of bright data points".
     The mean is exponentially weighted with weight ``max(1 / (t + 1), min_weight)``

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytensor.tensor as pt
@@ -111,27 +111,40 @@ def non_finite_entries(value: np.ndarray, chunk_rows: int = CHUNK_ROWS) -> tuple
     """
     if value.dtype.kind not in _INEXACT_KINDS:
         return 0, None
-    if isinstance(value, RowSource):  # chunked data: one Dask task per chunk
-        found = chunk_map(value, _non_finite_in)
-        firsts = [first for _, first in found if first is not None]
-        return sum(count for count, _ in found), (min(firsts) if firsts else None)
-    count, first_row = 0, None
-    for start in range(0, value.shape[0], chunk_rows):
-        n_bad, first = _non_finite_in(value[start : start + chunk_rows], start)
-        if first_row is None:
-            first_row = first
-        count += n_bad
-    return count, first_row
+    found = on_row_chunks(value, _non_finite_in, chunk_rows)
+    firsts = [first for _, first in found if first is not None]
+    return sum(count for count, _ in found), (min(firsts) if firsts else None)
+
+
+def on_row_chunks(value, task: Callable, chunk_rows: int = CHUNK_ROWS) -> list:
+    """``task(rows, first_row)`` on every chunk of rows of ``value``, results in order.
+
+    A numpy array or ``np.memmap`` is read ``chunk_rows`` rows at a time, so it is never
+    loaded whole; chunked data (a :class:`~pymc_minibatch_mh.row_source.RowSource`) as
+    one Dask task per chunk, for which ``task`` must be a module-level function (or a
+    ``functools.partial`` of one).
+    """
+    if isinstance(value, RowSource):
+        return chunk_map(value, task)
+    return [
+        task(value[start : start + chunk_rows], start)
+        for start in range(0, value.shape[0], chunk_rows)
+    ]
+
+
+def flagged_rows(bad: np.ndarray, first_row: int) -> tuple[int, int | None]:
+    """``(number of rows with a flagged entry, the first of them in the data)`` for the
+    entry mask ``bad`` of one chunk whose first row is ``first_row``."""
+    rows = bad.reshape(bad.shape[0], -1).any(axis=1)
+    count = int(np.count_nonzero(rows))
+    return (count, first_row + int(np.argmax(rows))) if count else (0, None)
 
 
 def _non_finite_in(rows: np.ndarray, first_row: int) -> tuple[int, int | None]:
     """Non-finite entries of one chunk of rows, and the first row (in the data) holding
     one."""
     bad = ~np.isfinite(rows)
-    count = int(np.count_nonzero(bad))
-    if not count:
-        return 0, None
-    return count, first_row + int(np.argmax(bad.reshape(bad.shape[0], -1).any(axis=1)))
+    return int(np.count_nonzero(bad)), flagged_rows(bad, first_row)[1]
 
 
 def _has_datum_axis(value: np.ndarray, n_data: int) -> bool:

@@ -20,8 +20,8 @@ import numpy as np
 import pymc as pm
 from pytensor.graph.basic import Variable
 
-from pymc_minibatch_mh.chunk_pass import chunk_map
-from pymc_minibatch_mh.likelihood.batching import CHUNK_ROWS
+from pymc_minibatch_mh.likelihood.batching import flagged_rows, on_row_chunks
+from pymc_minibatch_mh.likelihood.glm_families import _dist_params
 from pymc_minibatch_mh.likelihood.graph_tools import data_value
 from pymc_minibatch_mh.row_source import RowSource
 
@@ -76,26 +76,14 @@ SUPPORTS: dict[str, tuple[str, str, Callable[[np.ndarray], np.ndarray]]] = {
 
 def _outside_in(rule: str, rows: np.ndarray, first_row: int) -> tuple[int, int | None, object]:
     """``(count, first row, its value)`` of the entries of one chunk outside the support."""
-    bad = SUPPORTS[rule][2](np.asarray(rows))
-    if bad.ndim > 1:
-        bad = bad.reshape(bad.shape[0], -1).any(axis=1)
-    count = int(np.count_nonzero(bad))
-    if not count:
-        return 0, None, None
-    at = int(np.argmax(bad))
-    return count, first_row + at, np.asarray(rows)[at]
+    rows = np.asarray(rows)
+    count, first = flagged_rows(SUPPORTS[rule][2](rows), first_row)
+    return (count, first, rows[first - first_row]) if count else (0, None, None)
 
 
 def _outside_support(value, rule: str) -> tuple[int, int | None, object]:
     """Entries of an observed array outside ``SUPPORTS[rule]``, in one pass over chunks."""
-    task = partial(_outside_in, rule)
-    if isinstance(value, RowSource):
-        found = chunk_map(value, task)
-    else:
-        found = [
-            task(value[start : start + CHUNK_ROWS], start)
-            for start in range(0, value.shape[0], CHUNK_ROWS)
-        ]
+    found = on_row_chunks(value, partial(_outside_in, rule))
     hits = [(row, val) for _, row, val in found if row is not None]
     count = sum(n for n, _, _ in found)
     return (count, *min(hits, key=lambda hit: hit[0])) if hits else (0, None, None)
@@ -140,9 +128,7 @@ def check_observed_support(model: pm.Model) -> bool:
 
 def _check_successes_within_trials(rv: Variable, value) -> None:
     """A Binomial's successes must not exceed its trials (when the trials are data)."""
-    op = rv.owner.op
-    params = op.dist_params(rv.owner) if hasattr(op, "dist_params") else rv.owner.inputs[2:]
-    trials = data_value(params[0])
+    trials = data_value(_dist_params(rv.owner)[0])
     if trials is None or isinstance(value, RowSource) or isinstance(trials, RowSource):
         return
     trials = np.asarray(trials)
@@ -164,7 +150,6 @@ def _check_successes_within_trials(rv: Variable, value) -> None:
 
 
 def explain_non_finite_rows(
-    model: pm.Model,
     loglik_full: Callable[[np.ndarray], np.ndarray],
     q: np.ndarray,
     data_inputs: Sequence[tuple[Variable, np.ndarray, str]],
@@ -178,7 +163,6 @@ def explain_non_finite_rows(
 
     Parameters
     ----------
-    model : pymc.Model
     loglik_full : callable
         ``loglik_full(q) -> (N,)`` per-datum log-likelihood.
     q : ndarray
@@ -227,10 +211,7 @@ def _extreme_in(rows: np.ndarray, first_row: int) -> tuple[int, int | None]:
     if rows.dtype.kind not in "fc":
         return 0, None
     with np.errstate(invalid="ignore"):
-        bad = ~(np.abs(rows) <= EXTREME_VALUE)
-    bad = bad.reshape(bad.shape[0], -1).any(axis=1)
-    count = int(np.count_nonzero(bad))
-    return (count, first_row + int(np.argmax(bad))) if count else (0, None)
+        return flagged_rows(~(np.abs(rows) <= EXTREME_VALUE), first_row)
 
 
 def _first_extreme_row(data_inputs) -> tuple[int | None, int]:
@@ -238,14 +219,7 @@ def _first_extreme_row(data_inputs) -> tuple[int | None, int]:
     (counted per input and added: a row extreme in two inputs counts twice)."""
     first, count = None, 0
     for _, value, _ in data_inputs:
-        if isinstance(value, RowSource):
-            found = chunk_map(value, _extreme_in)
-        else:
-            found = [
-                _extreme_in(value[start : start + CHUNK_ROWS], start)
-                for start in range(0, value.shape[0], CHUNK_ROWS)
-            ]
-        for n, row in found:
+        for n, row in on_row_chunks(value, _extreme_in):
             count += n
             if row is not None and (first is None or row < first):
                 first = row

@@ -239,11 +239,9 @@ def check_finite_data(model: pm.Model, loglik_terms: Sequence[Variable], n_data:
     """
     problems = []
     inputs = _datum_inputs_with_users(model, loglik_terms, n_data)
-    if any(value.dtype.kind in "fc" for _, value, _ in inputs):
+    counted = any(value.dtype.kind in "fc" for _, value, _ in inputs)
+    if counted:
         record_rows(n_data, n_data)  # one pass reads the rows of every array
-        counted = True
-    else:
-        counted = False
     for var, value, users in inputs:
         count, first_row = non_finite_entries(value)
         if count:

@@ -560,7 +560,6 @@ class MinibatchStep(ArrayStepShared):
         if err.point is None:
             return err
         explanation = explain_non_finite_rows(
-            model,
             self.tall_data.loglik_full,
             err.point,
             described_datum_inputs(model, self.tall_data.n_data),
