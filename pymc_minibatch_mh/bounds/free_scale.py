@@ -223,6 +223,39 @@ def map_tuned_free_scale(
     else:
         c1, c2, c3 = student_t_hessian_constants(nu)
         h_ee, h_es, h_ss = c1 * big_e**2, c2 * big_e, c3
+    return two_channel_bound(
+        lp,
+        q_map,
+        region,
+        (value, slope_eta, slope_scale),
+        (h_ee, h_es, h_ss),
+        weight=w,
+        family=f"{lp.family}_free_scale",
+    )
+
+
+def two_channel_bound(
+    lp: LinearPredictorLikelihood,
+    q_map: np.ndarray,
+    region: TrustRegion,
+    taylor: tuple[np.ndarray, np.ndarray, np.ndarray],
+    hessian_bounds: tuple,
+    *,
+    weight: float,
+    family: str,
+) -> FreeScaleQuadraticBound:
+    """The collapsed bound from each datum's value and slopes at ``q_map`` (``taylor``:
+    ``v_n``, ``a_n``, ``b_n``) and bounds on the entries of its scaled Hessian on
+    ``region`` (``hessian_bounds``: ``|H_ee|``, ``|H_es|``, ``|H_ss|``, arrays or floats);
+    ``weight`` is ``w``, the unit of the ``eta`` channel."""
+    value, slope_eta, slope_scale = taylor
+    h_ee, h_es, h_ss = hessian_bounds
+    w = weight
+    design = design_rows(lp.design)
+    n, ndim = design.shape
+    z = np.asarray(lp.scale_row, dtype=np.float64)
+    lz = region.chol.T @ z
+    norms = _row_norms(design, region.chol)
     # -H <= diag(h_ee + kappa h_es, h_ss + h_es / kappa) for any kappa > 0 (split the
     # off-diagonal term: 2 |h_es x y| <= h_es (kappa x^2 + y^2 / kappa)). kappa balances the
     # two gaps at the Laplace scale of each channel: sqrt(Var(t) / Var(w e_n)).
@@ -236,7 +269,8 @@ def map_tuned_free_scale(
         and np.all(np.isfinite(value))
     ):
         raise UnsupportedBound(
-            f"The {lp.family} free-scale bound overflows on the trust region. Use TunaMH()."
+            f"The {lp.family} free-scale bound overflows on the trust region. Use TunaMH() or "
+            "MinibatchBarker()."
         )
     grad = np.zeros(ndim)
     hess = np.zeros((ndim, ndim))
@@ -261,5 +295,5 @@ def map_tuned_free_scale(
         w,
         collapsed,
         region,
-        family=f"{lp.family}_free_scale",
+        family=family,
     )

@@ -29,6 +29,11 @@ Third-derivative bounds ``L3`` (untempered):
   ``p = mu / (alpha + mu)``, so ``L3_i = (alpha + y_i) sqrt(3) / 18`` globally; with a free
   ``alpha`` the two channels ``(eta, log alpha)`` are bounded on the trust region term by
   term (``docs/methods/tunamh.md`` lists the four third derivatives and their bounds);
+* Gamma, log mean ``eta`` and shape ``alpha``: ``f(eta) = -alpha (eta + y e^{-eta})`` + const,
+  ``f''' = alpha y e^{-eta}``, unbounded as ``eta`` falls; on the trust region
+  ``L3_i = alpha y_i exp(-eta_i* + rho ||L^T x_i||)``. With a free ``alpha`` the channels
+  ``(eta, t = log alpha)`` are bounded term by term on the region, as for the negative
+  binomial (:func:`_gamma_t3`);
 * Categorical (softmax of K logits ``eta_i = A_i q + b_i``, ``A_i`` of shape ``(K, D)``):
   ``f_i(eta) = eta_{y_i} - logsumexp(eta)``, whose third derivative in the directions
   ``a, a, a`` is minus the third central moment of ``a_C`` with ``C ~ Categorical(softmax
@@ -156,7 +161,10 @@ REMAINDER_FAMILIES = (
     "student_t",
     "poisson_log",
     "negative_binomial",
+    "gamma_log",
 )
+#: Families whose third derivative grows without bound in ``eta`` (bounded on a region).
+UNBOUNDED_CURVATURE = ("poisson_log", "gamma_log")
 # Safety factor on numerically found suprema (they are found to ~1e-10 relative).
 _SUPREMUM_MARGIN = 1.001
 
@@ -165,7 +173,8 @@ def needs_region(lp: LinearPredictorLikelihood) -> bool:
     """Whether the remainder bound of ``lp`` holds only on a trust region."""
     parts = getattr(lp, "parts", (lp,))
     return any(
-        part.family == "poisson_log" or bool(getattr(part, "free_scale", False)) for part in parts
+        part.family in UNBOUNDED_CURVATURE or bool(getattr(part, "free_scale", False))
+        for part in parts
     )
 
 
@@ -380,6 +389,12 @@ def taylor_remainder_bound(
             record_rows(lp.n_data, lp.n_data)
             with np.errstate(over="ignore"):
                 l3 = np.exp(eta + region.row_radii() * norms)
+        elif lp.family == "gamma_log":
+            eta = lp.linear_predictor(reference)
+            record_rows(lp.n_data, lp.n_data)
+            y = np.asarray(lp.observed, dtype=np.float64)
+            with np.errstate(over="ignore"):
+                l3 = lp.params["alpha"] * y * np.exp(region.row_radii() * norms - eta)
         else:
             l3 = third_derivative_bound(lp)
         # c = 0.5 * l3 * norms**3, with no further N-long temporaries (same values: the
@@ -451,8 +466,9 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
     s_half = rho * math.sqrt(czz)
     s_star = lp.log_scale(region.centre)
     # Channel units: eta in units of the reference sigma (location-scale families); the
-    # negative binomial's channels (log mean, log alpha) are used as they are.
-    w = 1.0 if lp.family == "negative_binomial" else math.exp(-s_star)
+    # negative binomial's and the Gamma's channels (log mean, log alpha) are used as
+    # they are.
+    w = 1.0 if lp.family in ("negative_binomial", "gamma_log") else math.exp(-s_star)
     big_e = np.exp(s_half)  # largest e^{-delta} on the region
     design = design_rows(lp.design)
     n = design.shape[0]
@@ -468,6 +484,8 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
     op_norm_sq = half_trace + np.sqrt(half_gap * half_gap + g12 * g12)
     if lp.family == "negative_binomial":
         t3 = _negative_binomial_t3(lp, region, np.sqrt(xsx), s_star, s_half)
+    elif lp.family == "gamma_log":
+        t3 = _gamma_t3(lp, region, np.sqrt(xsx), s_star, s_half)
     elif lp.family == "normal":
         eta = lp.linear_predictor(region.centre)
         record_rows(n, n)
@@ -512,3 +530,67 @@ def _negative_binomial_t3(lp, region: TrustRegion, eta_sd, t_star, t_half) -> np
         + k * y
     )
     return np.sqrt(eee**2 + 3.0 * eet**2 + 3.0 * ett**2 + ttt**2)
+
+
+def _gamma_t3(lp, region: TrustRegion, eta_sd, t_star, t_half) -> np.ndarray:
+    """Frobenius bound of the third derivatives of the Gamma log-likelihood in
+    ``(eta, t = log alpha)`` over the trust region.
+
+    With ``u = y e^{-eta}`` and ``alpha = e^t``, ``f = alpha (t + log u - u) - lgamma(alpha)``
+    + const, and ``f_eee = alpha u``, ``f_eet = -alpha u``, ``f_ett = alpha (u - 1)``,
+    ``f_ttt = K(alpha) + alpha (1 + log u - u)`` with
+    ``K(alpha) = alpha (t + 2 - psi(alpha) - 3 alpha psi'(alpha) - alpha^2 psi''(alpha))``.
+    ``u - 1 - log u >= 0`` is convex in ``log u`` and ``|u - 1|`` monotone on each side of
+    1, so both are largest at an end of the region's range of ``u``; ``|K|`` is bounded by
+    its largest value on a dense grid of ``log alpha`` (refined, times a small margin).
+    """
+    y = np.asarray(lp.observed, dtype=np.float64)
+    eta = lp.linear_predictor(region.centre)
+    record_rows(y.size, y.size)
+    with np.errstate(over="ignore", divide="ignore"):
+        rho = region.row_radii()
+        u_lo = y * np.exp(-eta - rho * eta_sd)
+        u_hi = y * np.exp(-eta + rho * eta_sd)
+        gap = np.maximum(u_lo - 1.0 - np.log(u_lo), u_hi - 1.0 - np.log(u_hi))
+    alpha_hi = math.exp(t_star + t_half)
+    eee = eet = alpha_hi * u_hi  # |f_eee| = |f_eet| = alpha u
+    ett = alpha_hi * np.maximum(np.abs(u_lo - 1.0), np.abs(u_hi - 1.0))
+    ttt = gamma_shape_constant(t_star - t_half, t_star + t_half) + alpha_hi * gap
+    return np.sqrt(eee**2 + 3.0 * eet**2 + 3.0 * ett**2 + ttt**2)
+
+
+def _gamma_k(t):
+    a = np.exp(t)
+    return a * (
+        t
+        + 2.0
+        - special.digamma(a)
+        - 3.0 * a * special.polygamma(1, a)
+        - a * a * special.polygamma(2, a)
+    )
+
+
+def gamma_shape_constant(t_lo: float, t_hi: float) -> float:
+    """``sup |K(alpha)|`` for ``t = log alpha`` in ``[t_lo, t_hi]`` (see :func:`_gamma_t3`)."""
+    return grid_supremum_over(_gamma_k, t_lo, t_hi)
+
+
+def grid_supremum_over(fn, lo: float, hi: float) -> float:
+    """``sup |fn(t)|`` for ``t`` in ``[lo, hi]`` and a smooth ``fn``: the largest value on a
+    grid of 4,001 points, refined by a bounded optimiser around it, times a small margin."""
+    from scipy import optimize  # imported when needed
+
+    grid = np.linspace(lo, hi, 4_001)
+    values = np.abs(fn(grid))
+    j = int(np.argmax(values))
+    left, right = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
+    best = float(values[j])
+    if right > left:
+        found = optimize.minimize_scalar(
+            lambda t: -abs(float(fn(t))),
+            bounds=(left, right),
+            method="bounded",
+            options={"xatol": 1e-12},
+        )
+        best = max(best, abs(float(fn(found.x))))
+    return best * _SUPREMUM_MARGIN

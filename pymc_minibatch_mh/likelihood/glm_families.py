@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 from pytensor.graph.basic import Constant, Variable
 from pytensor.scalar.basic import Add, Exp, Log, Sub, TrueDiv
 from pytensor.scalar.math import Sigmoid
@@ -34,6 +35,7 @@ _SUPPORTED = (
     "logit_p=eta) with fixed trials per row; Poisson(mu=pm.math.exp(eta)); "
     "Normal(mu=eta, sigma=s); StudentT(nu=<fixed>, mu=eta, sigma=s) with s fixed or one free "
     "positive scale; NegativeBinomial(mu=pm.math.exp(eta), alpha=a) with a fixed or free; "
+    "Gamma(alpha=a, beta=a / pm.math.exp(eta)) with a fixed or free shape a; "
     "Categorical(logit_p=X @ W + b)."
 )
 
@@ -96,6 +98,12 @@ def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
                 "affine in the parameters. " + _SUPPORTED + " " + _BOUNDS_HINT
             )
         return "negative_binomial", eta, {"alpha": n}
+    if isinstance(op, _rv_type(pm.Gamma)):
+        # PyMC stores (alpha, scale); the mean is alpha * scale. With
+        # beta = alpha / exp(eta) (or alpha * exp(-eta)), log(alpha * scale) is eta; the
+        # recogniser checks that it is affine in the parameters.
+        alpha, scale = params
+        return "gamma_log", pt.log(alpha * scale), {"alpha": alpha}
     if isinstance(op, _rv_type(pm.Normal)):
         mu, sigma = params
         return "normal", mu, {"sigma": sigma}
@@ -260,7 +268,7 @@ def _observed_values(model: pm.Model, rv: Variable, family: str, n_data: int) ->
     counts = ("poisson_log", "negative_binomial", "binomial_logit")
     if family in counts and not np.all((values >= 0) & (values == np.round(values))):
         raise UnsupportedLikelihood(
-            f"{_family_label(family)} observations of {rv.name!r} must be non-negative integers."
+            f"{family_label(family)} observations of {rv.name!r} must be non-negative integers."
         )
     if family == "categorical_logit" and not np.all(values == np.round(values)):
         raise UnsupportedLikelihood(
@@ -269,11 +277,12 @@ def _observed_values(model: pm.Model, rv: Variable, family: str, n_data: int) ->
     return values
 
 
-def _family_label(family: str) -> str:
+def family_label(family: str) -> str:
     return {
         "normal": "Normal",
         "student_t": "StudentT",
         "poisson_log": "Poisson",
         "negative_binomial": "NegativeBinomial",
         "binomial_logit": "Binomial",
+        "gamma_log": "Gamma",
     }.get(family, family)

@@ -24,13 +24,19 @@ FAMILIES = (
     "normal",
     "poisson_log",
     "negative_binomial",
+    "gamma_log",
     "categorical_logit",
 )
 _SCALAR_FAMILIES = FAMILIES[:-1]
 
 
 #: Families with a positive parameter that may be free (its log affine in q), and its name.
-SCALE_PARAMS = {"normal": "sigma", "student_t": "sigma", "negative_binomial": "alpha"}
+SCALE_PARAMS = {
+    "normal": "sigma",
+    "student_t": "sigma",
+    "negative_binomial": "alpha",
+    "gamma_log": "alpha",
+}
 SCALE_FAMILIES = tuple(SCALE_PARAMS)
 
 
@@ -60,14 +66,15 @@ class LinearPredictorLikelihood:
     params : dict
         Fixed family parameters, each a float or an ``(N,)`` array:
         ``{"nu", "sigma"}`` for Student-t, ``{"sigma"}`` for Normal, ``{"alpha"}`` for the
-        negative binomial (mean ``exp(eta)``, dispersion ``alpha``), ``{"n"}`` (trials per
-        row) for the Binomial with logit ``eta``, empty otherwise.
+        negative binomial (mean ``exp(eta)``, dispersion ``alpha``) and for the Gamma
+        (mean ``exp(eta)``, shape ``alpha``), ``{"n"}`` (trials per row) for the Binomial
+        with logit ``eta``, empty otherwise.
         Without ``"sigma"`` / ``"alpha"`` when that parameter is free (``scale_row``).
     scale_row, scale_offset : ndarray and float, optional
         Normal and Student-t with a free scale: ``log sigma = scale_row @ q +
         scale_offset``, the same for every datum (e.g. ``sigma`` a positive free
-        variable sampled on the log scale); for the negative binomial the same for
-        ``log alpha``. None when the parameter is fixed.
+        variable sampled on the log scale); for the negative binomial and the Gamma the
+        same for ``log alpha``. None when the parameter is fixed.
     coef_map, coef_offset : ndarray, optional
         ``"categorical_logit"`` only: ``A`` of shape ``(P*K, D)`` and ``w0`` of shape
         ``(P*K,)`` such that ``logits = design @ (A @ q + w0).reshape(P, K) + offset``.
@@ -146,6 +153,7 @@ class LinearPredictorLikelihood:
             "student_t": {"nu", "sigma"},
             "normal": {"sigma"},
             "negative_binomial": {"alpha"},
+            "gamma_log": {"alpha"},
             "binomial_logit": {"n"},
         }.get(self.family, set())
         if self.scale_row is not None:
@@ -329,6 +337,16 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
             - gammaln(y + 1.0)
             + alpha * (np.log(alpha) - log_total)
             + y * (eta - log_total)
+        )
+    if family == "gamma_log":
+        # mean exp(eta), shape alpha (rate alpha e^{-eta}):
+        # alpha log alpha - alpha eta + (alpha - 1) log y - alpha y e^{-eta} - log Gamma(alpha).
+        alpha = np.asarray(params["alpha"], dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        return (
+            alpha * (np.log(alpha) - eta - y * np.exp(-eta))
+            + (alpha - 1.0) * np.log(y)
+            - gammaln(alpha)
         )
     if family == "normal":
         sigma = params["sigma"]

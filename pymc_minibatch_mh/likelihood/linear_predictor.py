@@ -61,10 +61,10 @@ from pymc_minibatch_mh.likelihood.categorical_predictor import (
 from pymc_minibatch_mh.likelihood.glm_families import (
     _BOUNDS_HINT,
     _SUPPORTED,
-    _family_label,
     _match_family,
     _observed_values,
     _refuse_data_potentials,
+    family_label,
 )
 from pymc_minibatch_mh.likelihood.glm_likelihoods import (
     FAMILIES,
@@ -226,7 +226,7 @@ def _recognise_scalar(
             scale_graph = graph
         else:
             raise UnsupportedLikelihood(
-                f"Parameter {param_name!r} of the {_family_label(family)} likelihood of {name!r} "
+                f"Parameter {param_name!r} of the {family_label(family)} likelihood of {name!r} "
                 f"depends on the free variable(s) {[v.name for v in free]}. TunaMH/FlyMC bounds "
                 f"need {param_name} fixed during sampling: make it a constant or pm.Data, or "
                 "sample this model with MinibatchBarker / Austere. " + _BOUNDS_HINT
@@ -260,12 +260,22 @@ def _recognise_scalar(
     )
 
 
+#: How to write a family so that its second parameter is one value for all rows.
+_PARAM_HINTS = {
+    "gamma_log": (
+        "For a Gamma regression write `pm.Gamma('y', alpha=shape, beta=shape / "
+        "pm.math.exp(eta))` (one shape for all rows); `mu=..., sigma=...` makes the shape "
+        "mu**2 / sigma**2 change with every row's mean. "
+    ),
+}
+
+
 def _recognise_log_scale(ctx: _Context, family: str, sigma: Variable) -> tuple[np.ndarray, float]:
     """``log sigma = row @ q + offset`` for a free scale shared by every datum (``alpha``
     for the negative binomial)."""
     name = ctx.rv.name
     param = SCALE_PARAMS[family]
-    what = f"log({param}) of the {_family_label(family)} likelihood of {name!r}"
+    what = f"log({param}) of the {family_label(family)} likelihood of {name!r}"
     _refuse_outside_block(ctx, sigma, what)
     scale_fn = ctx.compile([pt.log(sigma)])
 
@@ -280,12 +290,12 @@ def _recognise_log_scale(ctx: _Context, family: str, sigma: Variable) -> tuple[n
         and np.allclose(offset, offset[0], rtol=_affine_rtol(), atol=_affine_rtol())
     ):
         raise UnsupportedLikelihood(
-            f"{param} of the {_family_label(family)} likelihood of {name!r} depends on free "
+            f"{param} of the {family_label(family)} likelihood of {name!r} depends on free "
             f"variables and differs between data points ({offset.size} values: per group, or "
             f"a regression on {param}). The exact steps' automatic bounds (TunaMH, FlyMC) "
             f"cover one free {param} shared by all data (e.g. `{param} = "
-            f"pm.HalfNormal('{param}', 1)`); for a {param} that varies between rows use "
-            "MinibatchBarker or Austere. " + _BOUNDS_HINT
+            f"pm.HalfNormal('{param}', 1)`); when {param} varies between rows use "
+            "MinibatchBarker or Austere. " + _PARAM_HINTS.get(family, "") + _BOUNDS_HINT
         )
     row, base = jac[0], float(offset[0])
 

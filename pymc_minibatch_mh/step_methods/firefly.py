@@ -12,12 +12,13 @@ from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch_mh.bounds.bohning import map_tuned_bohning, untuned_bohning
 from pymc_minibatch_mh.bounds.free_scale import map_tuned_free_scale
+from pymc_minibatch_mh.bounds.gamma_log import map_tuned_gamma_log
 from pymc_minibatch_mh.bounds.jaakkola_jordan import (
     UNTUNED_XI,
     map_tuned_jaakkola_jordan,
     untuned_jaakkola_jordan,
 )
-from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
+from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound, _row_norms
 from pymc_minibatch_mh.bounds.negative_binomial import negative_binomial_bound
 from pymc_minibatch_mh.bounds.normal_exact import exact_normal_likelihood
 from pymc_minibatch_mh.bounds.poisson_log import map_tuned_poisson_log
@@ -25,7 +26,7 @@ from pymc_minibatch_mh.bounds.row_cells import CellRegion, row_cells_for
 from pymc_minibatch_mh.bounds.student_t import map_tuned_student_t, untuned_student_t
 from pymc_minibatch_mh.bounds.sum_bound import SumBound
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
-from pymc_minibatch_mh.kernels.adaptation import ScaleAdaptation
+from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation
 from pymc_minibatch_mh.kernels.firefly import (
     THETA_UPDATES,
     BrightFractionAverage,
@@ -36,6 +37,7 @@ from pymc_minibatch_mh.kernels.firefly import (
     new_firefly_state,
 )
 from pymc_minibatch_mh.kernels.target import ChainState
+from pymc_minibatch_mh.likelihood.glm_families import family_label
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
 from pymc_minibatch_mh.progress import progress_status
 from pymc_minibatch_mh.row_design import row_supports
@@ -46,6 +48,7 @@ from pymc_minibatch_mh.step_methods.base import (
     block_value_vars,
 )
 from pymc_minibatch_mh.step_methods.reference import block_position, find_map
+from pymc_minibatch_mh.step_methods.region_check import check_region, tuning_spread
 
 BOUND_FAMILIES = (
     "bernoulli_logit",
@@ -54,7 +57,10 @@ BOUND_FAMILIES = (
     "student_t",
     "poisson_log",
     "negative_binomial",
+    "gamma_log",
 )
+#: Families whose bounds hold on a trust region around the MAP only.
+REGION_FAMILIES = ("poisson_log", "gamma_log")
 #: theta | z updates that use gradients of the bright likelihoods and of the bounds.
 GRADIENT_UPDATES = ("mala", "hmc")
 #: Acceptance rate tuning aims at: MALA's optimum, and a usual HMC target.
@@ -80,6 +86,8 @@ class FlyMCState(MinibatchStepState):
     firefly: FireflyState | None
     bright_fraction: BrightFractionAverage | None
     q_db: float
+    excluded_mass: float
+    tuning_spread: CovarianceWindow
 
 
 class FlyMC(MinibatchStep):
@@ -164,15 +172,20 @@ class FlyMC(MinibatchStep):
     check_bound : bool, default True
         Raise if a computed ``log L_n - log B_n`` proves the bound invalid.
     trust_radius : float, optional
-        Poisson and Student-t free scales (a Normal free scale needs no region): the bound
-        holds on the ellipsoid of this many Laplace standard
-        deviations around the MAP (default ``sqrt(D) + 8``); ``theta`` proposals outside
-        it are rejected without reading data (stat ``region_exits``), so the chain is
-        exact for the posterior restricted to it (see
-        :mod:`pymc_minibatch_mh.bounds.trust_region`).
+        Poisson, Gamma and Student-t free scales (a Normal free scale needs no region):
+        the bound holds on the ellipsoid of this many Laplace standard deviations around
+        the MAP (default ``sqrt(D) + 8``); ``theta`` proposals outside it are rejected
+        without reading data (stat ``region_exits``), so the chain is exact for the
+        posterior restricted to it (see :mod:`pymc_minibatch_mh.bounds.trust_region`). At
+        the end of tuning each chain estimates the posterior mass outside it (stat
+        ``excluded_mass``) and warns when that exceeds 1e-6; the region is not grown.
+        Bounds so loose on the region that their collapsed sum would lose its float64
+        precision are refused at construction.
     row_cells : bool, default True
-        Poisson and Student-t free scales, when each row touches the shared coordinates plus a few
-        of its own (group intercepts and slopes of a multilevel model): the trust region is
+        Student-t free scales (and Poisson-log on dense designs; Poisson-log with
+        group-indexed coefficients is refused), when each row touches the shared
+        coordinates plus a few of its own (group intercepts and slopes of a multilevel
+        model): the trust region is
         every cell's ellipsoid of ``sqrt(|T|) + 8`` Laplace sds in the coordinates ``T``
         its rows touch (:class:`~pymc_minibatch_mh.bounds.row_cells.CellRegion`) instead of
         one ellipsoid of ``sqrt(D) + 8`` in all of them, so each row's bound is tighter and
@@ -258,6 +271,7 @@ initial_point, compile_kwargs, blocked
         **COMMON_STATS,
         "n_bright": (np.int64, []),
         "region_exits": (np.int64, []),
+        "excluded_mass": (np.float64, []),
     }
     _state_class = FlyMCState
 
@@ -352,6 +366,8 @@ initial_point, compile_kwargs, blocked
         self.adapt_q_db = q_db is None
         default_q_db = PAPER_Q_DB[bound] if isinstance(bound, str) else PAPER_Q_DB["map"]
         self._untuned_q_db = float(q_db) if q_db is not None else default_q_db
+        self.excluded_mass = math.nan
+        self.tuning_spread = tuning_spread(self.tall_data.ndim)
         self.q_db = self._untuned_q_db
         self.q_db_floor = 1.0 / n_data
         self.bright_fraction: BrightFractionAverage | None = None
@@ -398,13 +414,11 @@ initial_point, compile_kwargs, blocked
             raise UnsupportedLikelihood(
                 f"FlyMC could not build bounds automatically: {err} FlyMC has built-in bounds "
                 "for Bernoulli-logit and Binomial-logit (Jaakkola–Jordan), Categorical-softmax "
-                "(Böhning), "
-                "Student-t (Gaussian), negative binomial (Jaakkola–Jordan), Poisson-log "
-                "(trust region) and Normal with a free scale (the likelihood itself, from "
-                "sufficient statistics) likelihoods; for another "
-                "likelihood pass "
-                "`bound=<object>` with n_data, log_bound(q, idx) and log_bound_sum(q) "
-                "(see pymc_minibatch_mh.bounds)."
+                "(Böhning), Student-t (Gaussian), negative binomial (Jaakkola–Jordan), "
+                "Poisson-log and Gamma-log (trust region) and Normal with a free scale (the "
+                "likelihood itself, from sufficient statistics) likelihoods; for another "
+                "likelihood pass `bound=<object>` with n_data, log_bound(q, idx) and "
+                "log_bound_sum(q) (see pymc_minibatch_mh.bounds)."
             ) from None
         for part in getattr(lp, "parts", (lp,)):
             self._check_part(part)
@@ -424,10 +438,20 @@ initial_point, compile_kwargs, blocked
                     "bound='untuned'. TunaMH() covers this model too."
                 )
             return
-        if lp.family == "poisson_log" and self._bound_request != "map":
+        if lp.family in REGION_FAMILIES and self._bound_request != "map":
             raise UnsupportedLikelihood(
-                "FlyMC's Poisson-log bound holds on a trust region around the MAP, so it needs "
-                "bound='map' (the default), not bound='untuned'."
+                f"FlyMC's {family_label(lp.family)} bound holds on a trust region around the "
+                "MAP, so it needs bound='map' (the default), not bound='untuned'."
+            )
+        if lp.family == "poisson_log" and _group_indexed(lp):
+            raise UnsupportedLikelihood(
+                "FlyMC refuses Poisson-log models whose linear predictor indexes group "
+                "coefficients (a multilevel model such as `a[group] + x @ beta`): its "
+                "Poisson-log bound is tight only near the MAP, and on such models the chain "
+                "mixes too slowly to trust (measured on 100 groups: Monte Carlo errors of "
+                "small groups' intercepts up to 0.55 posterior sd after 12,000 draws). Use "
+                "TunaMH(), which is exact on this model, or "
+                "MinibatchBarker(); to run FlyMC anyway pass your own `bound=<object>`."
             )
         if lp.family not in BOUND_FAMILIES:
             hint = {
@@ -456,7 +480,8 @@ initial_point, compile_kwargs, blocked
         if any(_needs_region(part) for part in parts):
             if self._laplace_chol is None:
                 raise UnsupportedBound(
-                    "FlyMC's Poisson-log and free-scale bounds hold on a trust region shaped by "
+                    "FlyMC's Poisson-log, Gamma-log and free-scale bounds hold on a trust region "
+                    "shaped by "
                     "the Laplace covariance at the MAP, which is not available (proposal='rw' or a "
                     "failed "
                     "Laplace fit). Use the default proposal, or MinibatchBarker / Austere."
@@ -465,6 +490,8 @@ initial_point, compile_kwargs, blocked
         q_init = block_position(initial_point, self.vars)
         with progress_status(status, enabled=self.progressbar):
             bounds = [_build_bound(part, q_map, q_init, region) for part in parts]
+        if region is not None:
+            _refuse_imprecise_sums(bounds, region)
         return bounds[0] if len(bounds) == 1 else SumBound(tuple(bounds), region)
 
     def _trust_region(self, lp, q_map: np.ndarray):
@@ -521,6 +548,22 @@ initial_point, compile_kwargs, blocked
         super().reset_tuning()
         self.q_db = self._untuned_q_db
         self.bright_fraction = None
+        self.excluded_mass = math.nan
+        self.tuning_spread = tuning_spread(self.tall_data.ndim)
+
+    def stop_tuning(self) -> None:
+        """End of tuning: estimate the posterior mass outside the bounds' trust region
+        (stat ``excluded_mass``) and warn if it is not negligible. FlyMC keeps its region
+        (the brightness variables are tied to the bounds); ``trust_radius=`` sets it."""
+        super().stop_tuning()
+        region = getattr(self.bound, "region", None)
+        if region is None or not isinstance(self._bound_request, str):
+            return
+        advice = (
+            f"Pass a larger `trust_radius=` (now {region.radius:.3g}) to FlyMC, or use "
+            "TunaMH(), which grows its region after tuning."
+        )
+        check_region(self, self.bound, advice=advice)
 
     def set_rng(self, rng) -> None:
         """Per-chain hook: new generator; ``z`` is redrawn at the chain's first point."""
@@ -600,6 +643,7 @@ initial_point, compile_kwargs, blocked
             return
         was_untuned = self.proposal is self._untuned_proposal
         super()._adapt(position, accept_prob)
+        self.tuning_spread = self.tuning_spread.add(position)
         if (
             self.theta_update in GRADIENT_UPDATES
             and was_untuned
@@ -642,9 +686,59 @@ initial_point, compile_kwargs, blocked
     def _stats(self, infos: list) -> dict:
         stats = super()._stats(infos)
         stats["n_bright"] = infos[-1].n_bright
+        stats["excluded_mass"] = self.excluded_mass
         # Distinct rows: a draw that drew z exactly read every row, whatever came after.
         stats["batch_size"] = min(stats["batch_size"], self.tall_data.n_data)
         return stats
+
+
+#: Largest rounding error (in nats) tolerated in the collapsed sum of the bounds.
+_MAX_SUM_ROUNDING = 0.01
+
+
+def _refuse_imprecise_sums(bounds: list, region) -> None:
+    """Refuse bounds whose collapsed sum loses its precision on the trust region.
+
+    FlyMC's target adds the collapsed sum of all N log-bounds and subtracts the bright
+    data's own: where a quadratic bound falls far below its likelihood (a curvature such
+    as ``exp(eta_hi)`` taken at the region's far end) both are huge and cancel, and the
+    float64 rounding of the sum, about ``eps D sum_n |a_n| reach_n^2``, swamps the
+    likelihood itself. Measured on a Poisson regression whose 200-row category has only
+    zero counts (prior sd 100): curvatures near ``e^96``, and a chain that settled where
+    the log posterior is -1.6e30.
+    """
+    eps = float(np.finfo(np.float64).eps)
+    spread = 0.0
+    for bound in bounds:
+        if getattr(bound, "region", None) is None:
+            continue
+        reach = region.row_radii() * _row_norms(bound.design, region.chol)
+        if hasattr(bound, "curvature_eta"):  # two channels: eta and the free scale
+            scale_reach = region.radius * float(np.linalg.norm(region.chol.T @ bound.scale_row))
+            spread += float(np.sum(bound.curvature_eta * bound.weight**2 * reach**2))
+            spread += float(np.sum(bound.curvature_scale)) * scale_reach**2
+        else:
+            spread += float(np.sum(np.abs(bound.curvature) * reach**2))
+    rounding = eps * region.centre.size * spread
+    if not rounding <= _MAX_SUM_ROUNDING:
+        raise UnsupportedBound(
+            f"FlyMC's bounds ({', '.join(b.family for b in bounds)}) are so loose on their "
+            f"trust region that their summed log-bound would be rounded by about "
+            f"{rounding:.2g} nats (curvatures up to {_largest_curvature(bounds):.3g}): the "
+            "posterior is much wider than its Laplace fit at the MAP in some direction, as "
+            "with a diffuse prior and a (quasi-)separated category. FlyMC cannot sample it "
+            "exactly. Use TunaMH(), which estimates the mass outside its region after "
+            "tuning and grows the region, or MinibatchBarker(); or give the coefficients a "
+            "weakly informative prior."
+        )
+
+
+def _largest_curvature(bounds: list) -> float:
+    values = [
+        float(np.max(np.abs(getattr(b, "curvature", getattr(b, "curvature_eta", 0.0)))))
+        for b in bounds
+    ]
+    return max(values)
 
 
 def _gradient_step_size(theta_update: str, ndim: int) -> float:
@@ -655,20 +749,28 @@ def _gradient_step_size(theta_update: str, ndim: int) -> float:
     return ndim ** (-0.25)
 
 
+def _group_indexed(lp) -> bool:
+    """Whether the linear predictor reads coefficients through a per-row index
+    (``a[group]``): the multilevel designs FlyMC's Poisson-log bound does not serve."""
+    return bool(getattr(getattr(lp, "design", None), "indexed", ()))
+
+
 def _needs_region(lp) -> bool:
-    """Whether the part's bound holds only on a trust region (Poisson-log, a Student-t
-    free scale)."""
-    return lp.family == "poisson_log" or (lp.free_scale and lp.family == "student_t")
+    """Whether the part's bound holds only on a trust region (Poisson-log, Gamma-log, a
+    Student-t free scale)."""
+    return lp.family in REGION_FAMILIES or (lp.free_scale and lp.family == "student_t")
 
 
 def _build_bound(lp, q_map: np.ndarray | None, q_init: np.ndarray, region=None):
     """Bounds of the recognised family: MAP-tuned if ``q_map`` is given, else untuned
-    (Poisson-log: MAP-tuned on the trust region ``region``)."""
+    (Poisson-log, Gamma-log: MAP-tuned on the trust region ``region``)."""
     family = lp.family
     if family == "negative_binomial":
         return negative_binomial_bound(lp, q_map, q_init)
     if family == "poisson_log":
         return map_tuned_poisson_log(lp.design, lp.offset, lp.observed, q_map, region)
+    if family == "gamma_log":
+        return map_tuned_gamma_log(lp, q_map, region)
     if lp.free_scale and family == "normal":
         return exact_normal_likelihood(lp, q_init if q_map is None else q_map)
     if lp.free_scale:

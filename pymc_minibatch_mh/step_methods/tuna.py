@@ -13,6 +13,7 @@ from pytensor.tensor.random.basic import UniformRV
 
 from pymc_minibatch_mh.bounds.lipschitz import (
     BOX_FAMILIES,
+    GLOBAL_FAMILIES,
     EuclideanMetric,
     LipschitzBound,
     UnsupportedBound,
@@ -23,6 +24,7 @@ from pymc_minibatch_mh.bounds.taylor_remainder import (
     taylor_remainder_bound,
 )
 from pymc_minibatch_mh.bounds.trust_region import RADIUS_MARGIN, default_radius
+from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow
 from pymc_minibatch_mh.kernels.proposals import ProposalMixture
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.kernels.tuna import (
@@ -34,6 +36,8 @@ from pymc_minibatch_mh.kernels.tuna import (
     tuna_kernel,
 )
 from pymc_minibatch_mh.kernels.weighted_index import CumulativeTable
+from pymc_minibatch_mh.likelihood.glm_families import family_label
+from pymc_minibatch_mh.likelihood.glm_likelihoods import SCALE_PARAMS
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors
 from pymc_minibatch_mh.likelihood.linear_predictor import (
     UnsupportedLikelihood,
@@ -46,6 +50,7 @@ from pymc_minibatch_mh.step_methods.base import (
     MinibatchStepState,
     normal_with_free_scale,
 )
+from pymc_minibatch_mh.step_methods.region_check import check_region, tuning_spread
 
 _EXPLICIT_BOUND_HINT = (
     "Pass the bound explicitly: `c=` an array of N per-datum constants and `metric=` a "
@@ -75,6 +80,9 @@ class TunaStepState(MinibatchStepState):
     index_table: CumulativeTable | None
     chi_adaptation: ChiAdaptation | None
     previous_chi_adaptation: ChiAdaptation | None
+    radius_factor: float
+    excluded_mass: float
+    tuning_spread: CovarianceWindow
 
 
 class TunaMH(MinibatchStep):
@@ -118,14 +126,18 @@ class TunaMH(MinibatchStep):
       Bernoulli bound), Categorical-softmax (a bound on the K logits), Normal and
       Student-t with fixed ``sigma``, negative binomial (``mu=pm.math.exp(eta)``) with
       fixed ``alpha``: global bounds;
-    * Poisson with log link, Normal / Student-t (fixed ``nu``) with a free scale
-      ``sigma`` shared by all data, negative binomial with a free ``alpha``: bounds on
-      a **trust region**, the ellipsoid of ``trust_radius`` Laplace standard deviations
-      around the reference point. Proposals outside it are rejected without reading
-      data, so the chain is exact for the posterior restricted to the region, which by
-      default leaves out negligible mass; the stat ``region_exits`` counts such
-      proposals, and after tuning the step warns if one occurs while the chain is
-      within 4 sds of the boundary;
+    * Poisson with log link, Gamma with a log-link mean (fixed or free shape), Normal /
+      Student-t (fixed ``nu``) with a free scale ``sigma`` shared by all data, negative
+      binomial with a free ``alpha``: bounds on a **trust region**, the ellipsoid of
+      ``trust_radius`` Laplace standard deviations around the reference point.
+      Proposals outside it are rejected without reading data, so the chain is exact for
+      the posterior restricted to the region; the stat ``region_exits`` counts such
+      proposals. At the end of tuning each chain estimates the posterior mass outside
+      the region by importance sampling (stat ``excluded_mass``,
+      :mod:`pymc_minibatch_mh.bounds.excluded_mass`) and, with the default radius, grows
+      the region 1.5-fold (up to 4 times) until the estimate plus three standard errors
+      is at most 1e-6; it warns if that fails, or if a proposal leaves the region while
+      the chain is within 4 sds of its boundary;
     * several observed variables over the same rows, each of these families: the sum of
       their bounds (they share the metric and the region).
 
@@ -172,8 +184,10 @@ class TunaMH(MinibatchStep):
         ``metric(q, q_new) -> float`` with ``c``; default the Euclidean norm.
     trust_radius : float, optional
         Radius (in Laplace standard deviations) of the trust region used by the
-        remainder bounds that need one (see above). Default ``sqrt(D) + 8``; larger values
-        give larger constants (more data per step) and a region further from the bulk.
+        remainder bounds that need one (see above). Default ``sqrt(D) + 8``, grown after
+        tuning while the estimated excluded mass is above 1e-6; a radius given here is
+        kept (the estimate is still reported, and a warning given). Larger values give
+        larger constants (more data per step) and a region further from the bulk.
     row_cells : bool, default True
         With control variates, when each row touches the shared coordinates plus a few of
         its own (group intercepts and slopes of a multilevel model): group the rows that
@@ -266,6 +280,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         "n_kept": (np.int64, []),
         "chi": (np.float64, []),
         "region_exits": (np.int64, []),
+        "excluded_mass": (np.float64, []),
     }
     default_target_accept = 0.25
     # The remainder bounds are derived for a Taylor proxy in the block coordinates.
@@ -292,6 +307,8 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         self.trust_radius = trust_radius
         self.row_cells = bool(row_cells)
         self._row_supports = None
+        self.radius_factor = 1.0
+        self.excluded_mass = math.nan
         self._warned_region = False
         if chi is not None and not (math.isfinite(chi) and chi > 0):
             raise ValueError(f"chi must be a positive finite number (or None); got {chi}.")
@@ -347,6 +364,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
             _check_start_in_box(bound, q0, list(self.tall_data.var_names))
         # A derived bound is spot-checked; a user bound is checked on every row.
         self._untuned_bound = bound
+        self.tuning_spread = tuning_spread(self.tall_data.ndim)
         self._untuned_table = _index_table_for(bound)
         if self._exact_sum is None:  # an exact sum has no bound to probe
             self._probe_bound(bound, q0, all_rows=user_bound)
@@ -396,13 +414,22 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
                 "TunaMH() with control variates, or MinibatchBarker / Austere."
             )
         if not use and not self._user_bound and self._lp.free_scale:
+            label, param = family_label(self._lp.family), SCALE_PARAMS[self._lp.family]
             raise UnsupportedBound(
-                f"TunaMH found a {self._lp.family} likelihood with a free scale sigma, whose "
-                "log-density has no Lipschitz bound in log(sigma); its bound needs control "
+                f"TunaMH found a {label} likelihood with a free {param}, whose "
+                f"log-density has no Lipschitz bound in log({param}); its bound needs control "
                 "variates, which are off "
                 f"({self._control_variates_unavailable() or 'control_variates=False'}). Use "
                 "TunaMH() with control variates (the default when every free variable of the "
-                "likelihood is in the block), fix sigma, or use MinibatchBarker / Austere."
+                f"likelihood is in the block), fix {param}, or use MinibatchBarker / Austere."
+            )
+        lipschitz_families = GLOBAL_FAMILIES + BOX_FAMILIES
+        if not use and not self._user_bound and self._lp.family not in lipschitz_families:
+            raise UnsupportedBound(
+                f"TunaMH without control variates has no Lipschitz bound for a "
+                f"{family_label(self._lp.family)} likelihood, and control variates are off "
+                f"({self._control_variates_unavailable() or 'control_variates=False'}). Use "
+                "TunaMH() with control variates, or MinibatchBarker / Austere."
             )
         if not use and not self._user_bound and self._lp.family in BOX_FAMILIES:
             box, reason = _prior_box(self._model, self.vars, self._initial_point)
@@ -411,7 +438,8 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
                     names=list(self.tall_data.var_names), ndim=self.tall_data.ndim
                 )
                 raise UnsupportedBound(
-                    f"TunaMH found a {self._lp.family} likelihood, whose log-density is not "
+                    f"TunaMH found a {family_label(self._lp.family)} likelihood, whose "
+                    "log-density is not "
                     "Lipschitz in the parameters on an unbounded space, and control variates "
                     f"are off ({self._control_variates_unavailable() or 'control_variates=False'})"
                     f"; moreover {reason}. Give every sampled variable an untransformed bounded "
@@ -428,7 +456,9 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
             return None
         return normal_with_free_scale(self._lp, self)
 
-    def _remainder_bound(self, lp, reference: np.ndarray) -> LipschitzBound:
+    def _remainder_bound(
+        self, lp, reference: np.ndarray, radius_factor: float | None = None
+    ) -> LipschitzBound:
         if self._exact_sum is not None:
             # The control variates' proxy is the log-likelihood itself: every residual is
             # 0, so c = 0 and no datum is ever drawn.
@@ -441,6 +471,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         radius = self.trust_radius
         if radius is None:
             radius = default_radius(self.tall_data.ndim)
+        radius *= self.radius_factor if radius_factor is None else radius_factor
         cells = None
         single = getattr(lp, "parts", None) is None and lp.family != "categorical_logit"
         if self.row_cells and single:
@@ -470,7 +501,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
             return self._recognise_linear_predictor(model, initial_point)
         except UnsupportedLikelihood as err:
             raise UnsupportedLikelihood(
-                f"TunaMH could not derive Lipschitz bounds from the model: {err} {hint}"
+                f"TunaMH could not build its bounds from the model: {err} {hint}"
             ) from err
 
     def _untuned_proposal_chol(self) -> np.ndarray | None:
@@ -569,6 +600,9 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         self.previous_chi_adaptation = None
         self._last_cm2 = math.nan
         self._warned_region = False
+        self.radius_factor = 1.0
+        self.excluded_mass = math.nan
+        self.tuning_spread = tuning_spread(self.tall_data.ndim)
 
     def stop_tuning(self) -> None:
         """Fix ``chi``: the tuned window's, not a re-seed after a last-step proposal change.
@@ -588,11 +622,32 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         ):
             self.chi_adaptation = self.previous_chi_adaptation
         super().stop_tuning()
+        self._certify_region()
+
+    def _certify_region(self) -> None:
+        """After tuning (and recentring): estimate the posterior mass outside the trust
+        region of the remainder bound and grow the region until it is negligible
+        (:func:`~pymc_minibatch_mh.bounds.excluded_mass.grow_until_negligible`; a radius the
+        user gave is kept); warn if it stays above
+        :data:`~pymc_minibatch_mh.bounds.excluded_mass.NEGLIGIBLE_MASS`."""
+        region = self.bound.region
+        if region is None or not self.control_variates or self._user_bound:
+            return
+
+        def rebuild(factor):
+            return self._remainder_bound(self._lp, self.reference.reference, factor)
+
+        grow = rebuild if self.trust_radius is None else None
+        bound, factor = check_region(self, self.bound, rebuild=grow)
+        if bound is not self.bound:
+            self._set_bound(bound)
+            self.radius_factor = factor
 
     def _adapt(self, position: np.ndarray, accept_prob: float) -> None:
         """Base tuning, then the whitened bound follows the proposal and ``chi`` the moves."""
         proposal_before = self.proposal
         super()._adapt(position, accept_prob)
+        self.tuning_spread = self.tuning_spread.add(position)
         if self.precondition and self.proposal is not proposal_before:
             chol = _proposal_chol(self.proposal)
             self._set_bound(
@@ -633,6 +688,11 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
                     )
                 )
         return super()._check_chain(position, infos)
+
+    def _stats(self, infos: list) -> dict:
+        stats = super()._stats(infos)
+        stats["excluded_mass"] = self.excluded_mass
+        return stats
 
     # ---------------------------------------------------------------- sampling
     @property

@@ -161,6 +161,15 @@ REGION_KINDS = (
     "normal_free_scale",
     "student_t_free_scale",
     "negbin_free_dispersion",
+    "gamma_fixed_shape",
+    "gamma_free_shape",
+)
+#: Kinds whose bound needs a region because of a free parameter (the others: exp(eta)).
+FREE_KINDS = (
+    "normal_free_scale",
+    "student_t_free_scale",
+    "negbin_free_dispersion",
+    "gamma_free_shape",
 )
 
 
@@ -174,6 +183,13 @@ def _region_model(kind: str):
         if kind == "poisson":
             y = rng.poisson(np.exp(0.3 + 0.6 * x))
             pm.Poisson("y", mu=pm.math.exp(a + b * x), observed=y)
+        elif kind.startswith("gamma"):
+            # Extreme rows among ordinary ones: tiny and outlying observations, |x| = 12.
+            x[:4] = [12.0, -12.0, 6.0, -6.0]
+            y = rng.gamma(4.0, np.exp(0.5 + 0.2 * x) / 4.0)
+            y[4:8] = [1e-4, 1e-3, 40.0 * np.exp(0.5), 1e-6]
+            shape = pm.Gamma("shape", 2.0, 0.5) if kind == "gamma_free_shape" else 4.0
+            pm.Gamma("y", alpha=shape, beta=shape / pm.math.exp(a + b * x), observed=y)
         elif kind == "negbin_free_dispersion":
             mu = np.exp(1.0 + 0.5 * x)
             y = rng.negative_binomial(2.0, 2.0 / (2.0 + mu))
@@ -228,7 +244,7 @@ def test_trust_region_bounds_hold_for_every_datum_on_the_region(region_case, rng
     between points near its boundary; every datum's remainder difference is bounded."""
     kind, target, lp, bound = region_case
     region = bound.region
-    assert region is not None and lp.free_scale == (kind != "poisson")
+    assert region is not None and lp.free_scale == (kind in FREE_KINDS)
     points = list(_points_in_region(rng, region, fractions=(0.05, 0.3, 0.7, 0.999)))
     pairs = []
     for q in points:

@@ -679,3 +679,36 @@ def test_negative_binomial_in_n_p_form_is_refused(data):
         p = pm.Beta("p", 2, 2)
         pm.NegativeBinomial("y", n=3.0, p=p, observed=data["counts"])
     _refuses(model, "NegativeBinomial, but not with mu = exp")
+
+
+@pytest.mark.parametrize("form", ["beta_ratio", "beta_product"])
+@pytest.mark.parametrize("free", [True, False])
+def test_gamma_with_log_mean_and_a_fixed_or_free_shape(data, free, form):
+    x, y = data["x"], np.abs(data["real"]) + 0.05
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        shape = pm.Exponential("shape", 1.0) if free else 2.5
+        eta = x @ beta
+        if form == "beta_ratio":
+            rate = shape / pm.math.exp(eta)
+        else:
+            rate = shape * pm.math.exp(-eta)
+        pm.Gamma("y", alpha=shape, beta=rate, observed=y)
+    found, _ = _recognise(model)  # self-checked against the model's log-likelihood
+    assert found.family == "gamma_log" and found.free_scale == free
+    if free:
+        np.testing.assert_allclose(found.scale_row, [0.0, 0.0, 0.0, 1.0], atol=1e-12)
+        np.testing.assert_allclose(found.design.dot(np.eye(P + 1)[P]), 0.0, atol=1e-12)
+    else:
+        assert found.params == {"alpha": 2.5}
+    q = np.array([0.2, -0.1, 0.3, np.log(1.7)])[: found.ndim]
+    shape_value = 1.7 if free else 2.5
+    expected = stats.gamma.logpdf(y, shape_value, scale=np.exp(x @ q[:P]) / shape_value)
+    np.testing.assert_allclose(found.loglik(q), expected, rtol=1e-9)
+
+
+def test_gamma_in_mu_sigma_form_is_refused_with_the_form_to_write(data):
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        pm.Gamma("y", mu=pm.math.exp(data["x"] @ beta), sigma=1.0, observed=data["real"] ** 2)
+    _refuses(model, "beta=shape / pm.math.exp")

@@ -2,7 +2,8 @@
 
 Acceptance suite for the steps' defaults (``slow``; run with ``-m slow``). The models are
 in :mod:`.user_models`: logistic regression (N = 50,000), linear regression with a free
-sigma, Poisson, negative binomial and Binomial (1-20 trials per row) regressions, centred
+sigma, Poisson, negative binomial, Binomial (1-20 trials per row) and Gamma (log link,
+free shape) regressions, centred
 and non-centred hierarchical models (20 groups, with a Deterministic), MvNormal rows with
 an LKJ prior, Student-t regression with a free sigma, two observed variables per row
 (Poisson and Normal with a free sigma, one shared coefficient) (N = 20,000; LKJ 5,000),

@@ -358,6 +358,33 @@ def build_binomial(n: int | None = None) -> UserCase:
     return UserCase("binomial", model, ["intercept", "beta"], n, True, nuts_seed=6105)
 
 
+def build_gamma(n: int | None = None) -> UserCase:
+    """Gamma regression with a log-link mean and a free shape, the covariates a
+    ``pm.Data`` array (N = 20,000).
+
+    Parameters
+    ----------
+    n : int, optional
+        Number of data points; default 20,000.
+
+    Returns
+    -------
+    UserCase
+    """
+    n = N_TALL if n is None else n
+    rng = np.random.default_rng(5106)
+    x = rng.normal(size=(n, 2))
+    y = rng.gamma(2.0, np.exp(0.8 + x @ np.array([0.4, -0.3])) / 2.0)
+    with pm.Model() as model:
+        x_data = pm.Data("x", x)
+        intercept = pm.Normal("intercept", 0.0, 2.0)
+        beta = pm.Normal("beta", 0.0, 1.0, shape=2)
+        shape = pm.HalfNormal("shape", 5.0)
+        mean = pm.math.exp(intercept + pm.math.dot(x_data, beta))
+        pm.Gamma("y", alpha=shape, beta=shape / mean, observed=y)
+    return UserCase("gamma", model, ["intercept", "beta", "shape"], n, True, nuts_seed=6106)
+
+
 def build_two_outcomes(n: int | None = None) -> UserCase:
     """Two observed variables per row (N = 20,000): a count ``visits ~ Poisson`` and a
     Normal ``spend`` with a free scale, sharing the covariates and one coefficient.
@@ -593,6 +620,7 @@ BUILDERS: dict[str, Callable[..., UserCase]] = {
     "poisson": build_poisson,
     "negbin": build_negbin,
     "binomial": build_binomial,
+    "gamma": build_gamma,
     "hier_centred": build_hier_centred,
     "hier_noncentred": build_hier_noncentred,
     "lkj_mvnormal": build_lkj_mvnormal,

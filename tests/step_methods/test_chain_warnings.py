@@ -8,7 +8,8 @@ import pymc as pm
 import pytest
 from step_sampling import QUIET, gaussian_mean_model, logistic_design, logistic_regression_model
 
-from pymc_minibatch_mh import Austere, MinibatchBarker
+from pymc_minibatch_mh import Austere, MinibatchBarker, TunaMH
+from pymc_minibatch_mh.diagnostics.groups import group
 
 
 class _Collect(logging.Handler):
@@ -112,3 +113,37 @@ def test_a_chain_that_cannot_mix_is_reported_in_words(logged, step_class):
     assert len(messages) == 1, _ours(logged, step_class)
     assert "mu (ESS" in messages[0] and "Do not use these draws" in messages[0]
     assert not any("barely moves" in m for m in _ours(logged, step_class))
+
+
+def _poisson_model(prior_sd: float = 3.0):
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=300)
+    with pm.Model() as model:
+        a = pm.Normal("a", 0, prior_sd)
+        b = pm.Normal("b", 0, prior_sd)
+        pm.Poisson("y", mu=pm.math.exp(a + b * x), observed=rng.poisson(np.exp(0.2 + 0.5 * x)))
+    return model
+
+
+def test_the_mass_outside_the_trust_region_is_a_stat_and_negligible_by_default(logged):
+    model = _poisson_model()
+    with model:
+        step = TunaMH(progressbar=False)
+        idata = pm.sample(step=step, draws=50, tune=200, chains=1, random_seed=4, **QUIET)
+    mass = np.asarray(group(idata, "sample_stats")["excluded_mass"])
+    assert np.all(np.isfinite(mass)) and float(mass.max()) < 1e-6
+    assert not [m for m in _ours(logged, TunaMH) if "importance-sampling" in m]
+
+
+def test_a_region_that_cuts_off_mass_is_reported_in_words(logged):
+    """A user radius of 0.5 Laplace sds leaves most of the posterior outside; TunaMH keeps
+    a radius the user gave, estimates the excluded mass and warns (the default above is
+    the control)."""
+    model = _poisson_model()
+    with model:
+        step = TunaMH(trust_radius=0.5, progressbar=False)
+        idata = pm.sample(step=step, draws=50, tune=200, chains=1, random_seed=4, **QUIET)
+    mass = float(np.asarray(group(idata, "sample_stats")["excluded_mass"]).max())
+    assert mass > 0.1
+    messages = [m for m in _ours(logged, TunaMH) if "importance-sampling estimate" in m]
+    assert len(messages) == 1 and "cut off" in messages[0]

@@ -385,6 +385,27 @@ def test_poisson_refuses_untuned_bounds_before_the_map(rng, no_map_search):
             FlyMC(bound="untuned")
 
 
+def test_poisson_multilevel_model_is_refused_before_the_map_naming_tunamh(rng, no_map_search):
+    """Group-indexed coefficients in a Poisson-log predictor: refused in words (the flat
+    Poisson regressions above are the control: accepted)."""
+    group, x = rng.integers(0, 12, size=300), rng.normal(size=300)
+    with pm.Model():
+        a = pm.Normal("a", 0, 1, shape=12)
+        b = pm.Normal("b", 0, 1)
+        pm.Poisson("y", mu=pm.math.exp(a[group] + b * x), observed=rng.poisson(1.0, size=300))
+        with pytest.raises(UnsupportedLikelihood, match="multilevel.*TunaMH"):
+            FlyMC(progressbar=False)
+
+
+def test_gamma_refuses_untuned_bounds_before_the_map_in_the_users_terms(rng, no_map_search):
+    x = rng.normal(size=100)
+    with pm.Model():
+        b = pm.Normal("b", 0, 3)
+        pm.Gamma("y", alpha=2.0, beta=2.0 / pm.math.exp(b * x), observed=rng.gamma(2.0, 1.0, 100))
+        with pytest.raises(UnsupportedLikelihood, match="FlyMC's Gamma bound.*bound='map'"):
+            FlyMC(bound="untuned")
+
+
 def test_several_observed_variables_multiply_their_bounds(rng):
     x = rng.normal(size=200)
     with pm.Model():

@@ -299,10 +299,10 @@ def test_wrong_user_bound_is_caught_while_sampling(logistic_model, logistic_data
 
 
 def test_unsupported_likelihood_says_what_to_pass(rng):
-    y = rng.gamma(2.0, 1.0, size=300)
+    y = rng.weibull(2.0, size=300)
     with pm.Model():
         mu = pm.Normal("mu", 0, 1)
-        pm.Gamma("y", alpha=2.0, beta=pm.math.exp(mu), observed=y)
+        pm.Weibull("y", alpha=2.0, beta=pm.math.exp(mu), observed=y)
         with pytest.raises(UnsupportedLikelihood, match=r"`c=`.*`metric=`") as info:
             TunaMH()
     assert isinstance(info.value.__cause__, UnsupportedLikelihood)
@@ -446,8 +446,17 @@ def _free_sigma_model(rng, n=200, likelihood="normal"):
 
 
 def test_a_free_scale_without_control_variates_is_refused_before_the_map(rng, no_map_search):
-    with _free_sigma_model(rng), pytest.raises(UnsupportedBound, match="free scale"):
+    with _free_sigma_model(rng), pytest.raises(UnsupportedBound, match="free sigma"):
         TunaMH(control_variates=False, progressbar=False)
+
+
+def test_a_gamma_likelihood_without_control_variates_is_refused_in_words(rng, no_map_search):
+    x = rng.normal(size=200)
+    with pm.Model():
+        b = pm.Normal("b", 0, 1)
+        pm.Gamma("y", alpha=2.0, beta=2.0 / pm.math.exp(b * x), observed=rng.gamma(2.0, 1.0, 200))
+        with pytest.raises(UnsupportedBound, match="no Lipschitz bound for a Gamma likelihood"):
+            TunaMH(control_variates=False, progressbar=False)
 
 
 def test_a_free_scale_gets_a_trust_region_bound(rng):

@@ -1,0 +1,102 @@
+"""After tuning: how much posterior mass a step's trust region leaves out.
+
+TunaMH and FlyMC sample the posterior restricted to the trust region of their bounds
+(Poisson, Gamma and free-scale likelihoods). At the end of tuning each chain estimates the
+mass outside it (:mod:`pymc_minibatch_mh.bounds.excluded_mass`) with a proposal shaped
+like its own tuning draws, reports it in the sample stat ``excluded_mass`` and warns when
+it is not negligible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+from pymc.stats.convergence import SamplerWarning, WarningType
+
+from pymc_minibatch_mh.bounds.excluded_mass import (
+    NEGLIGIBLE_MASS,
+    ExcludedMass,
+    draws_for,
+    excluded_mass,
+    excluded_mass_warning,
+    grow_until_negligible,
+)
+from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow
+from pymc_minibatch_mh.passes import data_passes
+
+#: A window length no tuning reaches: the spread of all tuning draws.
+WHOLE_TUNING = 2**62
+
+
+def tuning_spread(ndim: int) -> CovarianceWindow:
+    """An empty running covariance of every tuning draw."""
+    return CovarianceWindow(ndim, first_window=WHOLE_TUNING)
+
+
+def full_log_posterior(tall_data) -> Callable[[np.ndarray], float]:
+    """``q -> log prior + sum of the N log-likelihoods`` (one full-data pass per call)."""
+
+    def log_posterior(q: np.ndarray) -> float:
+        return tall_data.logprior(q) + float(np.sum(tall_data.loglik_full(q)))
+
+    return log_posterior
+
+
+def spread_shape(spread: CovarianceWindow) -> np.ndarray | None:
+    """Cholesky factor of the tuning draws' covariance, or None with too few draws."""
+    cov = spread.covariance()
+    return None if cov is None else np.linalg.cholesky(cov)
+
+
+def excluded_mass_report(
+    step_name: str, estimate: ExcludedMass, region, advice: str = ""
+) -> SamplerWarning | None:
+    """The warning for a region that leaves out more than ``NEGLIGIBLE_MASS`` (or None)."""
+    if estimate.upper <= NEGLIGIBLE_MASS:
+        return None
+    message = excluded_mass_warning(step_name, estimate, region)
+    return SamplerWarning(WarningType.BAD_PARAMS, f"{message} {advice}".strip(), "warn")
+
+
+@contextmanager
+def passes_counted_on(step) -> Iterator[None]:
+    """Add the full-data passes made inside the block to ``step.n_data_passes``."""
+    before = data_passes()
+    yield
+    step.n_data_passes = round(step.n_data_passes + data_passes() - before, 3)
+
+
+def check_region(step, bound, *, rebuild=None, advice: str = "") -> tuple[object, float]:
+    """Estimate the mass outside ``bound.region`` for ``step``'s chain after tuning.
+
+    With ``rebuild`` (``factor -> bound`` on a region that many times larger) the region
+    is grown until the mass is negligible
+    (:func:`~pymc_minibatch_mh.bounds.excluded_mass.grow_until_negligible`). Sets
+    ``step.excluded_mass``, counts the full-data passes on ``step`` and queues the
+    warning (with ``advice`` appended) when the mass stays above ``NEGLIGIBLE_MASS``.
+
+    Returns
+    -------
+    bound, float
+        The bound to use from now on and its radius factor over ``bound``'s.
+    """
+    log_posterior = full_log_posterior(step.tall_data)
+    options = {
+        "n_draws": draws_for(step.tall_data.n_data),
+        "shape": spread_shape(step.tuning_spread),
+    }
+    factor = 1.0
+    with passes_counted_on(step):
+        if rebuild is None:
+            estimate = excluded_mass(log_posterior, bound.region, step.rng, **options)
+        else:
+            bound, estimate, factor = grow_until_negligible(
+                bound, rebuild, log_posterior, step.rng, **options
+            )
+    step.excluded_mass = estimate.estimate
+    warning = excluded_mass_report(type(step).__name__, estimate, bound.region, advice)
+    if warning is not None:
+        step._pending_warnings.append(warning)
+    return bound, factor

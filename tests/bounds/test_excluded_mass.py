@@ -1,0 +1,105 @@
+"""The importance-sampling estimate of the posterior mass outside a trust region, against
+closed forms (Gaussian and Student-t posteriors), and the growth of a region until that
+mass is negligible."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from pymc_minibatch_mh.bounds.excluded_mass import (
+    GROWTH_FACTOR,
+    NEGLIGIBLE_MASS,
+    excluded_mass,
+    grow_until_negligible,
+)
+from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
+from pymc_minibatch_mh.bounds.trust_region import TrustRegion
+
+D = 5
+
+
+@pytest.fixture(scope="module")
+def geometry():
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(D, D))
+    chol = np.linalg.cholesky(a @ a.T + D * np.eye(D))
+    return rng.normal(size=D), chol, np.linalg.inv(chol)
+
+
+def _gaussian(centre, inv_chol, width=1.0):
+    return lambda q: -0.5 * float(np.sum((inv_chol @ (q - centre)) ** 2)) / width**2
+
+
+def _student_t(centre, inv_chol, nu=5.0):
+    return lambda q: -0.5 * (nu + D) * np.log1p(float(np.sum((inv_chol @ (q - centre)) ** 2)) / nu)
+
+
+def _close(estimate, truth) -> bool:
+    """Within a factor 1.5 (tiny masses) or 0.05 absolute."""
+    return abs(estimate - truth) <= 0.05 or (truth / 1.5 <= estimate <= truth * 1.5)
+
+
+@pytest.mark.parametrize("radius", [2.0, 4.0, 6.0, 8.0])
+def test_gaussian_and_student_t_masses_match_their_closed_forms(geometry, radius):
+    centre, chol, inv_chol = geometry
+    region = TrustRegion(centre, chol, radius)
+    rng = np.random.default_rng(int(radius))
+    gauss = excluded_mass(_gaussian(centre, inv_chol), region, rng)
+    t5 = excluded_mass(_student_t(centre, inv_chol), region, rng)
+    gauss_truth = stats.chi2(D).sf(radius**2)
+    t5_truth = stats.f(D, 5).sf(radius**2 / D)
+    print(radius, gauss.estimate, gauss_truth, t5.estimate, t5_truth)
+    assert _close(gauss.estimate, gauss_truth) and gauss.upper >= gauss.estimate
+    assert _close(t5.estimate, t5_truth)
+    assert gauss.n_evals == t5.n_evals == 400
+
+
+def test_a_posterior_wider_than_the_region_is_measured_with_a_shaped_proposal(geometry):
+    """The posterior is three times wider than the region's Laplace factor; the proposal
+    takes the posterior's shape (as from tuning draws). Negative control: the mass the
+    Laplace fit would predict is far from the estimate."""
+    centre, chol, inv_chol = geometry
+    region = TrustRegion(centre, chol, 8.0)
+    estimate = excluded_mass(
+        _gaussian(centre, inv_chol, width=3.0), region, np.random.default_rng(1), shape=3 * chol
+    )
+    truth = stats.chi2(D).sf((8.0 / 3.0) ** 2)
+    assert _close(estimate.estimate, truth), (estimate, truth)
+    assert not _close(estimate.estimate, stats.chi2(D).sf(8.0**2))
+
+
+class _Bound:
+    def __init__(self, region):
+        self.region = region
+
+
+def test_the_region_grows_until_the_mass_is_negligible(geometry):
+    centre, chol, inv_chol = geometry
+    built = []
+
+    def rebuild(factor):
+        built.append(factor)
+        return _Bound(TrustRegion(centre, chol, 3.0 * factor))
+
+    bound, estimate, factor = grow_until_negligible(
+        _Bound(TrustRegion(centre, chol, 3.0)),
+        rebuild,
+        _gaussian(centre, inv_chol),
+        np.random.default_rng(5),
+    )
+    assert estimate.upper <= NEGLIGIBLE_MASS < stats.chi2(D).sf((3.0 * factor / GROWTH_FACTOR) ** 2)
+    assert built == [GROWTH_FACTOR**k for k in range(1, len(built) + 1)]
+    assert bound.region.radius == pytest.approx(3.0 * factor)
+
+
+def test_growth_stops_when_the_larger_bound_cannot_be_built(geometry):
+    centre, chol, inv_chol = geometry
+
+    def rebuild(factor):
+        raise UnsupportedBound("overflow")
+
+    start = _Bound(TrustRegion(centre, chol, 2.0))
+    bound, estimate, factor = grow_until_negligible(
+        start, rebuild, _gaussian(centre, inv_chol), np.random.default_rng(6)
+    )
+    assert bound is start and factor == 1.0 and estimate.upper > NEGLIGIBLE_MASS
