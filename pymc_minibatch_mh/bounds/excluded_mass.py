@@ -140,8 +140,9 @@ def excluded_mass(
     lw_all = log_weights(z_all, outside_only=False)
     lw_out = log_weights(z_out, outside_only=True) + log_tail
     shift = float(np.max(lw_all))
-    if not math.isfinite(shift):
+    if not math.isfinite(shift):  # the posterior was not finite at any draw
         return ExcludedMass(float("nan"), 1.0, 2 * n_draws)
+    shift = max(shift, float(np.max(lw_out)))  # no overflow when the tail dominates
     w_all = np.exp(lw_all - shift)
     w_out = np.exp(lw_out - shift)
     z_hat, i_hat = float(w_all.mean()), float(w_out.mean())
@@ -192,7 +193,7 @@ def grow_until_negligible(
     factor = 1.0
     estimate = excluded_mass(log_posterior, bound.region, rng, n_draws=n_draws, shape=shape)
     for _ in range(MAX_GROWTHS):
-        if estimate.upper <= NEGLIGIBLE_MASS:
+        if estimate.upper <= NEGLIGIBLE_MASS or not math.isfinite(estimate.estimate):
             break
         try:
             grown = rebuild(factor * GROWTH_FACTOR)
@@ -209,17 +210,32 @@ def draws_for(n_data: int) -> int:
     return int(min(DEFAULT_DRAWS, max(50, 4e7 // max(n_data, 1))))
 
 
-def excluded_mass_warning(step_name: str, estimate: ExcludedMass, region) -> str:
+def excluded_mass_warning(
+    step_name: str, estimate: ExcludedMass, region, grown: bool = True
+) -> str:
     """The warning a step gives when its region leaves out more than
-    :data:`NEGLIGIBLE_MASS` of the posterior."""
-    return (
+    :data:`NEGLIGIBLE_MASS` of the posterior (``grown``: whether the step tried to grow
+    the region)."""
+    where = (
         f"{step_name}: its bound holds on a trust region around its reference point "
         f"(whitened radius {region.radius:.3g}), so it samples the posterior restricted to "
         "that region. "
+    )
+    if not math.isfinite(estimate.estimate):
+        return where + (
+            "The posterior mass outside it could not be estimated (the log posterior was not "
+            "finite at any importance-sampling draw); check the model's log density, or use "
+            "MinibatchBarker() or Austere()."
+        )
+    why = (
+        "and the region could not be grown enough (its bound's constants grow too fast)"
+        if grown
+        else "and the region is kept as it is"
+    )
+    return where + (
         f"An importance-sampling estimate puts {estimate.estimate:.2g} of the posterior mass "
-        f"outside it (up to {estimate.upper:.2g}), more than {NEGLIGIBLE_MASS:g}, and the "
-        "region could not be grown enough (its bound's constants grow too fast). The draws "
-        "miss that mass: the posterior's tails are cut off. This happens with diffuse priors "
-        "and (quasi-)separated data, e.g. a category whose outcomes are all zero. Use "
+        f"outside it (up to {estimate.upper:.2g}), more than {NEGLIGIBLE_MASS:g}, {why}. The "
+        "draws miss that mass: the posterior's tails are cut off. This happens with diffuse "
+        "priors and (quasi-)separated data, e.g. a category whose outcomes are all zero. Use "
         "MinibatchBarker() or Austere(), or a weakly informative prior."
     )

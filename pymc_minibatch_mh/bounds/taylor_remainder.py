@@ -552,6 +552,8 @@ def _gamma_t3(lp, region: TrustRegion, eta_sd, t_star, t_half) -> np.ndarray:
         u_lo = y * np.exp(-eta - rho * eta_sd)
         u_hi = y * np.exp(-eta + rho * eta_sd)
         gap = np.maximum(u_lo - 1.0 - np.log(u_lo), u_hi - 1.0 - np.log(u_hi))
+    # One range of log alpha for all rows: the widest (cells give one radius per row).
+    t_half = float(np.max(t_half))
     alpha_hi = math.exp(t_star + t_half)
     eee = eet = alpha_hi * u_hi  # |f_eee| = |f_eet| = alpha u
     ett = alpha_hi * np.maximum(np.abs(u_lo - 1.0), np.abs(u_hi - 1.0))

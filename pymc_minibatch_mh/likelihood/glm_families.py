@@ -15,7 +15,9 @@ import pytensor.tensor as pt
 from pytensor.graph.basic import Constant, Variable
 from pytensor.scalar.basic import Add, Exp, Log, Sub, TrueDiv
 from pytensor.scalar.math import Sigmoid
+from pytensor.tensor.basic import Join
 from pytensor.tensor.elemwise import DimShuffle, Elemwise
+from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.shape import SpecifyShape
 from pytensor.tensor.special import Softmax
 
@@ -23,6 +25,7 @@ from pymc_minibatch_mh.likelihood.glm_likelihoods import (
     UnsupportedLikelihood,
 )
 from pymc_minibatch_mh.likelihood.graph_tools import (
+    ancestors,
     data_value,
     rebuild_graph,
     tensor_data_inputs,
@@ -113,22 +116,30 @@ def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
     if isinstance(op, _rv_type(pm.Categorical)):
         (p,) = params
         logits = _strip_link(p, _is_last_axis_softmax)
+        if logits is None and _is_ordinal(p):
+            raise UnsupportedLikelihood(
+                f"Observed variable {name!r} is an ordinal likelihood (pm.OrderedLogistic or "
+                "pm.OrderedProbit: differences of cumulative probabilities at the cutpoints). "
+                "TunaMH and FlyMC have no bounds for ordinal likelihoods yet; use "
+                "MinibatchBarker() or Austere(), which need no bounds. " + _BOUNDS_HINT
+            )
         if logits is None:
             raise UnsupportedLikelihood(
                 f"Observed variable {name!r} is Categorical, but its probabilities are not a "
-                "softmax of a linear predictor over the last axis (an ordinal likelihood such "
-                "as pm.OrderedLogistic or pm.OrderedProbit is a Categorical of differences of "
-                "cumulative probabilities, and is one of these). For a softmax regression write "
-                "`pm.Categorical(..., logit_p=X @ W + b)`; for an ordinal model, or any other "
-                "Categorical, use MinibatchBarker or Austere, which need no bounds. "
+                "softmax of a linear predictor over the last axis. For a softmax regression "
+                "write `pm.Categorical(..., logit_p=X @ W + b)`; for any other Categorical use "
+                "MinibatchBarker() or Austere(), which need no bounds. "
                 + _SUPPORTED
                 + " "
                 + _BOUNDS_HINT
             )
         return "categorical_logit", logits, {}
     raise UnsupportedLikelihood(
-        f"Observed variable {name!r} has distribution {type(op).__name__}, which the "
-        "linear-predictor recogniser does not know. " + _SUPPORTED + " " + _BOUNDS_HINT
+        f"Observed variable {name!r} is {user_distribution(rv)}, for which TunaMH and FlyMC "
+        "have no bounds: use MinibatchBarker() or Austere(), which need none. "
+        + _SUPPORTED
+        + " "
+        + _BOUNDS_HINT
     )
 
 
@@ -227,6 +238,57 @@ def _is_last_axis_softmax(node) -> bool:
     return len(axes) == 1 and axes[0] % ndim == ndim - 1
 
 
+#: PyTensor / PyMC op classes whose name is not the distribution's PyMC name.
+_PYMC_NAMES = {
+    "InvGammaRV": "InverseGamma",
+    "WeibullBetaRV": "Weibull",
+    "NegBinomialRV": "NegativeBinomial",
+    "HalfNormalRV": "HalfNormal",
+    "StudentTRV": "StudentT",
+    "LogNormalRV": "LogNormal",
+}
+
+
+def user_distribution(rv: Variable) -> str:
+    """The distribution of ``rv`` as a PyMC user wrote it, for messages (e.g. "a Beta",
+    "a zero-inflated or other mixture with a Poisson component")."""
+    op = rv.owner.op
+    kind = type(op).__name__.lstrip("_")
+    components = [
+        _PYMC_NAMES.get(type(v.owner.op).__name__, type(v.owner.op).__name__.removesuffix("RV"))
+        for v in rv.owner.inputs
+        if v.owner is not None and isinstance(v.owner.op, RandomVariable)
+    ]
+    names = ", ".join(dict.fromkeys(components))
+    parts = f" (components: {names})" if components else ""
+    if kind == "MixtureRV":
+        return (
+            "a mixture (pm.Mixture, or a zero-inflated distribution such as "
+            f"pm.ZeroInflatedPoisson or pm.ZeroInflatedNegativeBinomial){parts}"
+        )
+    if kind == "HurdleRV":
+        return (
+            "a hurdle distribution (pm.HurdlePoisson, pm.HurdleNegativeBinomial, "
+            f"pm.HurdleGamma or pm.HurdleLogNormal){parts}"
+        )
+    label = _PYMC_NAMES.get(kind, kind.removesuffix("RV"))
+    if not label or not label.isidentifier():
+        return "a distribution of a kind the recogniser does not know"
+    if kind.startswith("CustomDist"):
+        return "a pm.CustomDist"
+    article = "an" if label[0] in "AEIO" else "a"
+    return f"{article} {label} distribution (pm.{label})"
+
+
+def _is_ordinal(p: Variable) -> bool:
+    """Whether Categorical probabilities are built like PyMC's ordinal likelihoods: a join
+    of differences of a sigmoid (OrderedLogistic) or of normal cdfs (OrderedProbit)."""
+    ops = [v.owner.op for v in ancestors([p]) if v.owner is not None]
+    joined = any(isinstance(op, Join) for op in ops)
+    scalar = {type(op.scalar_op).__name__ for op in ops if isinstance(op, Elemwise)}
+    return joined and bool(scalar & {"Sigmoid", "Erfc", "Erf", "Erfcx", "Log1mexp"})
+
+
 def _describe(var: Variable) -> str:
     """A short description of what a parameter is, for error messages."""
     while var.owner is not None and isinstance(var.owner.op, DimShuffle | SpecifyShape):
@@ -269,6 +331,12 @@ def _observed_values(model: pm.Model, rv: Variable, family: str, n_data: int) ->
     if family in counts and not np.all((values >= 0) & (values == np.round(values))):
         raise UnsupportedLikelihood(
             f"{family_label(family)} observations of {rv.name!r} must be non-negative integers."
+        )
+    if family == "gamma_log" and not np.all(values > 0):
+        raise UnsupportedLikelihood(
+            f"Gamma observations of {rv.name!r} must be positive; row "
+            f"{int(np.flatnonzero(~(values > 0))[0])} is "
+            f"{values[~(values > 0)][0]!r}."
         )
     if family == "categorical_logit" and not np.all(values == np.round(values)):
         raise UnsupportedLikelihood(

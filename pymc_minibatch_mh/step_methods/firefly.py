@@ -556,12 +556,11 @@ initial_point, compile_kwargs, blocked
         (stat ``excluded_mass``) and warn if it is not negligible. FlyMC keeps its region
         (the brightness variables are tied to the bounds); ``trust_radius=`` sets it."""
         super().stop_tuning()
-        region = getattr(self.bound, "region", None)
-        if region is None or not isinstance(self._bound_request, str):
+        if getattr(self.bound, "region", None) is None or not isinstance(self._bound_request, str):
             return
         advice = (
-            f"Pass a larger `trust_radius=` (now {region.radius:.3g}) to FlyMC, or use "
-            "TunaMH(), which grows its region after tuning."
+            "Pass a larger `trust_radius=` to FlyMC (in Laplace sds; the default is "
+            "sqrt(D) + 8), or use TunaMH(), which grows its region after tuning."
         )
         check_region(self, self.bound, advice=advice)
 

@@ -51,12 +51,12 @@ def spread_shape(spread: CovarianceWindow) -> np.ndarray | None:
 
 
 def excluded_mass_report(
-    step_name: str, estimate: ExcludedMass, region, advice: str = ""
+    step_name: str, estimate: ExcludedMass, region, advice: str = "", grown: bool = True
 ) -> SamplerWarning | None:
     """The warning for a region that leaves out more than ``NEGLIGIBLE_MASS`` (or None)."""
     if estimate.upper <= NEGLIGIBLE_MASS:
         return None
-    message = excluded_mass_warning(step_name, estimate, region)
+    message = excluded_mass_warning(step_name, estimate, region, grown)
     return SamplerWarning(WarningType.BAD_PARAMS, f"{message} {advice}".strip(), "warn")
 
 
@@ -96,7 +96,9 @@ def check_region(step, bound, *, rebuild=None, advice: str = "") -> tuple[object
                 bound, rebuild, log_posterior, step.rng, **options
             )
     step.excluded_mass = estimate.estimate
-    warning = excluded_mass_report(type(step).__name__, estimate, bound.region, advice)
+    warning = excluded_mass_report(
+        type(step).__name__, estimate, bound.region, advice, grown=rebuild is not None
+    )
     if warning is not None:
         step._pending_warnings.append(warning)
     return bound, factor

@@ -9,7 +9,9 @@ from scipy import stats
 from pymc_minibatch_mh.bounds.excluded_mass import (
     GROWTH_FACTOR,
     NEGLIGIBLE_MASS,
+    ExcludedMass,
     excluded_mass,
+    excluded_mass_warning,
     grow_until_negligible,
 )
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
@@ -103,3 +105,20 @@ def test_growth_stops_when_the_larger_bound_cannot_be_built(geometry):
         start, rebuild, _gaussian(centre, inv_chol), np.random.default_rng(6)
     )
     assert bound is start and factor == 1.0 and estimate.upper > NEGLIGIBLE_MASS
+
+
+def test_a_log_posterior_never_finite_is_reported_not_grown(geometry):
+    centre, chol, _ = geometry
+
+    def rebuild(factor):
+        raise AssertionError("grew the region although nothing could be estimated")
+
+    start = _Bound(TrustRegion(centre, chol, 2.0))
+    bound, estimate, factor = grow_until_negligible(
+        start, rebuild, lambda q: -np.inf, np.random.default_rng(7)
+    )
+    assert bound is start and np.isnan(estimate.estimate) and estimate.upper == 1.0
+    message = excluded_mass_warning("TunaMH", estimate, start.region)
+    assert message.startswith("TunaMH:") and "could not be estimated" in message
+    kept = excluded_mass_warning("FlyMC", ExcludedMass(0.01, 0.02, 400), start.region, False)
+    assert "region is kept as it is" in kept and "could not be grown" not in kept
