@@ -136,13 +136,20 @@ class ExactNormalLikelihood:
 
 
 def exact_normal_likelihood(lp: LinearPredictorLikelihood, q_map: np.ndarray):
-    """The sufficient statistics of a Normal likelihood with a free log-linear scale,
-    expanded at ``q_map`` (one pass over the data)."""
-    if lp.family != "normal" or not lp.free_scale:
-        raise UnsupportedBound("exact_normal_likelihood needs a Normal with a free scale.")
+    """The sufficient statistics of a Normal likelihood with a free log-linear scale, or a
+    fixed scale shared by all rows (log-linear with no coefficients), expanded at
+    ``q_map`` (one pass over the data)."""
+    if lp.family != "normal" or not (lp.free_scale or np.ndim(lp.params.get("sigma")) == 0):
+        raise UnsupportedBound(
+            "exact_normal_likelihood needs a Normal with a free scale or one fixed sigma."
+        )
     q_map = np.asarray(q_map, dtype=np.float64)
     design = design_rows(lp.design)
     n, ndim = design.shape
+    if lp.free_scale:
+        scale_row, scale_offset = np.asarray(lp.scale_row, dtype=np.float64), lp.scale_offset
+    else:
+        scale_row, scale_offset = np.zeros(ndim), math.log(float(lp.params["sigma"]))
     observed = np.asarray(lp.observed, dtype=np.float64) - np.asarray(
         np.broadcast_to(lp.offset, (n,)), dtype=np.float64
     )
@@ -165,8 +172,8 @@ def exact_normal_likelihood(lp: LinearPredictorLikelihood, q_map: np.ndarray):
     return ExactNormalLikelihood(
         design=design,
         observed=observed,
-        scale_row=np.asarray(lp.scale_row, dtype=np.float64),
-        scale_offset=float(lp.scale_offset),
+        scale_row=scale_row,
+        scale_offset=float(scale_offset),
         centre=q_map.copy(),
         residual_squares=squares,
         cross=cross,

@@ -415,8 +415,9 @@ initial_point, compile_kwargs, blocked
                 f"FlyMC could not build bounds automatically: {err} FlyMC has built-in bounds "
                 "for Bernoulli-logit and Binomial-logit (Jaakkola–Jordan), Categorical-softmax "
                 "(Böhning), Student-t (Gaussian), negative binomial (Jaakkola–Jordan), "
-                "Poisson-log and Gamma-log (trust region) and Normal with a free scale (the "
-                "likelihood itself, from sufficient statistics) likelihoods; for another "
+                "Poisson-log and Gamma-log (trust region) and Normal with a free scale or "
+                "one fixed sigma (the likelihood itself, from sufficient statistics) "
+                "likelihoods; for another "
                 "likelihood pass `bound=<object>` with n_data, log_bound(q, idx) and "
                 "log_bound_sum(q) (see pymc_minibatch_mh.bounds)."
             ) from None
@@ -428,7 +429,7 @@ initial_point, compile_kwargs, blocked
         """Refuse (before the MAP search) a likelihood FlyMC has no bound for."""
         if lp.family == "negative_binomial":
             return  # global bound, fixed or free dispersion
-        if lp.free_scale and lp.family == "normal":
+        if lp.family == "normal" and (lp.free_scale or np.ndim(lp.params["sigma"]) == 0):
             return  # exact: the likelihood itself, collapsed (bounds/normal_exact.py)
         if lp.free_scale and lp.family == "student_t":
             if self._bound_request != "map":
@@ -455,8 +456,8 @@ initial_point, compile_kwargs, blocked
             )
         if lp.family not in BOUND_FAMILIES:
             hint = {
-                "normal": " A Normal likelihood with fixed sigma is exactly Gaussian in the "
-                "parameters, so NUTS (or a conjugate update) is already cheap.",
+                "normal": " FlyMC sums a Normal likelihood exactly when sigma is free or one "
+                "fixed value for all rows; here sigma differs between rows.",
             }.get(lp.family, "")
             raise UnsupportedLikelihood(
                 f"FlyMC has no built-in bound for the {lp.family!r} likelihood of this model "
@@ -770,7 +771,7 @@ def _build_bound(lp, q_map: np.ndarray | None, q_init: np.ndarray, region=None):
         return map_tuned_poisson_log(lp.design, lp.offset, lp.observed, q_map, region)
     if family == "gamma_log":
         return map_tuned_gamma_log(lp, q_map, region)
-    if lp.free_scale and family == "normal":
+    if family == "normal":  # free scale or one fixed sigma (checked by _check_part)
         return exact_normal_likelihood(lp, q_init if q_map is None else q_map)
     if lp.free_scale:
         return map_tuned_free_scale(lp, q_map, region)

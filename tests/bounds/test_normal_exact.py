@@ -139,3 +139,44 @@ def test_other_likelihoods_keep_the_taylor_proxy_and_say_why():
         step = MinibatchBarker(progressbar=False)
     assert not getattr(step.target, "exact_sum", False)
     assert "bernoulli" in step.exact_sum_unavailable.lower()
+
+
+def _fixed_sigma_regression():
+    """``y ~ Normal(a + b x, 0.7)`` with Normal(0, 2) priors: a Gaussian posterior in
+    closed form."""
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=500)
+    y = 0.4 - 0.8 * x + rng.normal(0, 0.7, 500)
+    with pm.Model() as model:
+        a = pm.Normal("a", 0, 2)
+        b = pm.Normal("b", 0, 2)
+        pm.Normal("y", a + b * x, 0.7, observed=y)
+    design = np.column_stack([np.ones(500), x])
+    cov = np.linalg.inv(design.T @ design / 0.49 + np.eye(2) / 4.0)
+    return model, cov @ (design.T @ y / 0.49), np.sqrt(np.diag(cov))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0])
+def test_flymc_with_one_fixed_sigma_is_exact_and_reads_no_data(temperature):
+    """Exact against the closed-form posterior (means within 4 MCSE, sds within 10 %);
+    negative control: at temperature 2 the sds are sqrt(2) too large and the check fails."""
+    model, mean, sd = _fixed_sigma_regression()
+    with model:
+        step = FlyMC(progressbar=False, temperature=temperature)
+        idata = pm.sample(
+            step=step,
+            draws=1500,
+            tune=500,
+            chains=2,
+            random_seed=3,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    assert isinstance(step.bound, ExactNormalLikelihood)
+    assert int(np.asarray(idata.sample_stats["batch_size"]).max()) == 0
+    draws = np.column_stack([np.asarray(idata.posterior[v]).ravel() for v in ("a", "b")])
+    mcse = sd / np.sqrt(draws.shape[0] / 10.0)  # ESS of at least a tenth of the draws
+    ok = np.all(np.abs(draws.mean(0) - mean) < 4 * mcse) and np.all(
+        np.abs(draws.std(0) / sd - 1.0) < 0.10
+    )
+    assert ok == (temperature == 1.0), (draws.mean(0), mean, draws.std(0), sd)
