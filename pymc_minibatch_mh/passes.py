@@ -9,6 +9,9 @@ are in the sample stats).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 _passes = 0.0
 
 
@@ -22,3 +25,11 @@ def record_rows(n_rows: int, n_data: int) -> None:
 def data_passes() -> float:
     """Passes over the data recorded so far in this process (rows read / N, summed)."""
     return _passes
+
+
+@contextmanager
+def passes_counted_on(owner) -> Iterator[None]:
+    """Add the passes made inside the block to ``owner.n_data_passes`` (a step's tally)."""
+    before = data_passes()
+    yield
+    owner.n_data_passes = round(owner.n_data_passes + data_passes() - before, 3)

@@ -224,21 +224,29 @@ def third_derivative_bound(lp: LinearPredictorLikelihood) -> np.ndarray:
 
 
 def _grid_supremum(fn, upper: float) -> float:
-    """``sup_{0 <= t <= upper} |fn(t)|`` for a smooth ``fn``: dense grid, then a bounded
-    optimiser around the best grid point, times a small safety margin."""
+    """``sup_{0 <= t <= upper} |fn(t)|`` for a smooth ``fn`` (:func:`_supremum_on_grid`)."""
+    grid = np.concatenate([np.linspace(0.0, 10.0, 20_001), np.geomspace(10.0, upper, 2_001)])
+    return _supremum_on_grid(fn, grid)
+
+
+def _supremum_on_grid(fn, grid: np.ndarray) -> float:
+    """``sup |fn|`` over the span of an increasing ``grid``: the largest value on it,
+    refined by a bounded optimiser between its neighbours, times a small safety margin."""
     from scipy import optimize  # imported when needed: 0.3 s of every step's setup
 
-    grid = np.concatenate([np.linspace(0.0, 10.0, 20_001), np.geomspace(10.0, upper, 2_001)])
     values = np.abs(fn(grid))
     k = int(np.argmax(values))
     lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
-    best = optimize.minimize_scalar(
-        lambda t: -abs(float(fn(np.array([t]))[0])),
-        bounds=(lo, hi),
-        method="bounded",
-        options={"xatol": 1e-12},
-    )
-    return _SUPREMUM_MARGIN * max(float(values[k]), -float(best.fun))
+    best = float(values[k])
+    if hi > lo:
+        found = optimize.minimize_scalar(
+            lambda t: -abs(float(fn(np.array([t]))[0])),
+            bounds=(lo, hi),
+            method="bounded",
+            options={"xatol": 1e-12},
+        )
+        best = max(best, -float(found.fun))
+    return _SUPREMUM_MARGIN * best
 
 
 def student_t_g_derivatives(nu: float, u):
@@ -578,21 +586,6 @@ def gamma_shape_constant(t_lo: float, t_hi: float) -> float:
 
 
 def grid_supremum_over(fn, lo: float, hi: float) -> float:
-    """``sup |fn(t)|`` for ``t`` in ``[lo, hi]`` and a smooth ``fn``: the largest value on a
-    grid of 4,001 points, refined by a bounded optimiser around it, times a small margin."""
-    from scipy import optimize  # imported when needed
-
-    grid = np.linspace(lo, hi, 4_001)
-    values = np.abs(fn(grid))
-    j = int(np.argmax(values))
-    left, right = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
-    best = float(values[j])
-    if right > left:
-        found = optimize.minimize_scalar(
-            lambda t: -abs(float(fn(t))),
-            bounds=(left, right),
-            method="bounded",
-            options={"xatol": 1e-12},
-        )
-        best = max(best, abs(float(fn(found.x))))
-    return best * _SUPREMUM_MARGIN
+    """``sup |fn(t)|`` for ``t`` in ``[lo, hi]`` and a smooth ``fn`` (a grid of 4,001
+    points, :func:`_supremum_on_grid`)."""
+    return _supremum_on_grid(fn, np.linspace(lo, hi, 4_001))

@@ -57,7 +57,7 @@ from pymc_minibatch_mh.likelihood.taylor import (
     compile_residual_diff,
     compile_sum_derivatives,
 )
-from pymc_minibatch_mh.passes import data_passes
+from pymc_minibatch_mh.passes import data_passes, passes_counted_on
 from pymc_minibatch_mh.progress import progress_status
 from pymc_minibatch_mh.step_methods.monitor import NOISE_ROWS, PostTuningTally, chain_problems
 from pymc_minibatch_mh.step_methods.reference import (
@@ -756,9 +756,8 @@ class MinibatchStep(ArrayStepShared):
         move when the log-likelihood's sum is exact (``_exact_sum``)."""
         if self._exact_sum is not None:
             return
-        before = data_passes()
-        self.reference = self._taylor_at(position, progressbar=False)
-        self.n_data_passes = round(self.n_data_passes + data_passes() - before, 3)
+        with passes_counted_on(self):
+            self.reference = self._taylor_at(position, progressbar=False)
 
     def set_rng(self, rng) -> None:
         """PyMC 5 per-chain hook: one Generator per chain, fresh per-chain state."""

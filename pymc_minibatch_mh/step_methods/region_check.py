@@ -9,8 +9,7 @@ it is not negligible.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import numpy as np
 from pymc.stats.convergence import SamplerWarning, WarningType
@@ -24,7 +23,7 @@ from pymc_minibatch_mh.bounds.excluded_mass import (
     grow_until_negligible,
 )
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow
-from pymc_minibatch_mh.passes import data_passes
+from pymc_minibatch_mh.passes import passes_counted_on
 
 #: A window length no tuning reaches: the spread of all tuning draws.
 WHOLE_TUNING = 2**62
@@ -58,14 +57,6 @@ def excluded_mass_report(
         return None
     message = excluded_mass_warning(step_name, estimate, region, grown)
     return SamplerWarning(WarningType.BAD_PARAMS, f"{message} {advice}".strip(), "warn")
-
-
-@contextmanager
-def passes_counted_on(step) -> Iterator[None]:
-    """Add the full-data passes made inside the block to ``step.n_data_passes``."""
-    before = data_passes()
-    yield
-    step.n_data_passes = round(step.n_data_passes + data_passes() - before, 3)
 
 
 def check_region(step, bound, *, rebuild=None, advice: str = "") -> tuple[object, float]:
