@@ -139,7 +139,11 @@ def exact_normal_likelihood(lp: LinearPredictorLikelihood, q_map: np.ndarray):
     """The sufficient statistics of a Normal likelihood with a free log-linear scale, or a
     fixed scale shared by all rows (log-linear with no coefficients), expanded at
     ``q_map`` (one pass over the data)."""
-    if lp.family != "normal" or not (lp.free_scale or np.ndim(lp.params.get("sigma")) == 0):
+    if (
+        lp.family != "normal"
+        or getattr(lp, "row_scales", False)
+        or not (lp.free_scale or np.ndim(lp.params.get("sigma")) == 0)
+    ):
         raise UnsupportedBound(
             "exact_normal_likelihood needs a Normal with a free scale or one fixed sigma."
         )

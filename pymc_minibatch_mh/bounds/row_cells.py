@@ -37,6 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg
 
+from pymc_minibatch_mh.row_design import RowDesign, row_supports
+
 #: More cells than this (or than N / MIN_ROWS_PER_CELL) and the step keeps the global
 #: metric: the per-step cost O(n_cells |T|^2) would outweigh what the cells save.
 MAX_CELLS = 20_000
@@ -253,13 +255,32 @@ class CellRegion:
         return float(np.min(self.radii - self.distances(q)))
 
 
+def likelihood_row_supports(lp) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`~pymc_minibatch_mh.row_design.row_supports` of ``lp.design``, joined with
+    those of a scale per row (``lp.scale_design``, e.g. ``sigma[group]``): a row touches
+    its linear predictor's coordinates and its scale's. None when either has no sparse
+    structure that cells could use."""
+    supports = row_supports(lp.design)
+    scale = getattr(lp, "scale_design", None)
+    if supports is None or scale is None:
+        return supports
+    patterns, shared = supports
+    scale_supports = row_supports(scale)
+    if scale_supports is None:
+        if not isinstance(scale, RowDesign):
+            return None  # a dense scale design: any row may touch any coordinate
+        return patterns, np.union1d(shared, scale.shared_columns)
+    scale_patterns, scale_shared = scale_supports
+    return np.concatenate([patterns, scale_patterns], axis=1), np.union1d(shared, scale_shared)
+
+
 def row_cells_for(lp, reference: np.ndarray, chol: np.ndarray | None, supports) -> RowCells | None:
     """Cells of the rows of a linear-predictor likelihood ``lp`` that touch the same
     coordinates (multilevel designs), or None (no row supports, no Laplace factor, a
     likelihood of several parts, or cells that would not pay).
 
-    ``supports`` is :func:`~pymc_minibatch_mh.row_design.row_supports` of ``lp.design``;
-    the coordinates of a free scale are shared by every row.
+    ``supports`` is :func:`likelihood_row_supports` of ``lp``; the coordinates of a free
+    scale are shared by every row.
     """
     if supports is None or chol is None or getattr(lp, "parts", None) is not None:
         return None

@@ -112,6 +112,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import linalg, special
 
+from pymc_minibatch_mh.bounds.beta_curvature import (
+    SIGMOID_D1,
+    SIGMOID_D2,
+    SIGMOID_D3,
+    beta_a_suprema,
+    beta_row_terms,
+)
+from pymc_minibatch_mh.bounds.hurdle_curvature import (
+    hurdle_third_derivatives,
+    truncation_third_derivative,
+)
 from pymc_minibatch_mh.bounds.lipschitz import (
     _CHUNK_ROWS,
     LipschitzBound,
@@ -120,6 +131,7 @@ from pymc_minibatch_mh.bounds.lipschitz import (
 )
 from pymc_minibatch_mh.bounds.row_cells import CellRegion, RowCells
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
+from pymc_minibatch_mh.bounds.zip_curvature import zip_third_derivatives
 from pymc_minibatch_mh.passes import record_rows
 from pymc_minibatch_mh.row_design import design_rows
 
@@ -162,9 +174,13 @@ REMAINDER_FAMILIES = (
     "poisson_log",
     "negative_binomial",
     "gamma_log",
+    "beta_logit",
+    "zip_log",
+    "hurdle_poisson_log",
 )
-#: Families whose third derivative grows without bound in ``eta`` (bounded on a region).
-UNBOUNDED_CURVATURE = ("poisson_log", "gamma_log")
+#: Families whose third derivative grows without bound in ``eta`` (bounded on a region);
+#: the Beta's is bounded on a region by a numerical supremum over the region's box.
+UNBOUNDED_CURVATURE = ("poisson_log", "gamma_log", "beta_logit", "zip_log", "hurdle_poisson_log")
 # Safety factor on numerically found suprema (they are found to ~1e-10 relative).
 _SUPREMUM_MARGIN = 1.001
 
@@ -172,10 +188,12 @@ _SUPREMUM_MARGIN = 1.001
 def needs_region(lp: LinearPredictorLikelihood) -> bool:
     """Whether the remainder bound of ``lp`` holds only on a trust region."""
     parts = getattr(lp, "parts", (lp,))
-    return any(
-        part.family in UNBOUNDED_CURVATURE or bool(getattr(part, "free_scale", False))
-        for part in parts
-    )
+    return any(part.family in UNBOUNDED_CURVATURE or _scale_is_free(part) for part in parts)
+
+
+def _scale_is_free(lp) -> bool:
+    """One free scale for all rows, or a scale per row (heteroscedastic)."""
+    return bool(getattr(lp, "free_scale", False) or getattr(lp, "row_scales", False))
 
 
 def remainder_bound_unavailable(lp) -> str | None:
@@ -388,7 +406,7 @@ def taylor_remainder_bound(
         else:
             margin = max(radius - math.sqrt(reference.size), 1.0)
             region = CellRegion.around(cells, chol, margin)
-    if getattr(lp, "free_scale", False):
+    if _scale_is_free(lp):
         c = _free_scale_constants(lp, region)
     else:
         norms = _row_norms(lp.design, chol)
@@ -403,6 +421,10 @@ def taylor_remainder_bound(
             y = np.asarray(lp.observed, dtype=np.float64)
             with np.errstate(over="ignore"):
                 l3 = lp.params["alpha"] * y * np.exp(region.row_radii() * norms - eta)
+        elif lp.family == "beta_logit":
+            l3 = _beta_fixed_precision_l3(lp, region, norms)
+        elif lp.family in ("zip_log", "hurdle_poisson_log"):
+            l3 = _zip_t3(lp, region, norms, None, None)
         else:
             l3 = third_derivative_bound(lp)
         # c = 0.5 * l3 * norms**3, with no further N-long temporaries (same values: the
@@ -419,6 +441,8 @@ def taylor_remainder_bound(
             "region: the linear predictor is too large there. Use MinibatchBarker / Austere."
         )
     scale = " with a free scale" if getattr(lp, "free_scale", False) else ""
+    if getattr(lp, "row_scales", False):
+        scale = " with a log-linear scale per row"
     where = ""
     if isinstance(region, CellRegion):
         where = (
@@ -466,27 +490,45 @@ def _softmax_constants(lp: LinearPredictorLikelihood, chol: np.ndarray | None) -
 
 
 def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) -> np.ndarray:
-    """``c_i = T3_i ||W A_i L||^3 / 2`` for Normal / Student-t with a free scale."""
+    """``c_i = T3_i ||W_i A_i L||^3 / 2`` for a free scale (one for all rows, or a
+    log-linear scale per row): ``A_i`` stacks the row's linear-predictor row ``x_i`` and
+    log-scale row ``z_i``, ``W_i`` puts ``eta`` in units of the row's reference scale."""
     chol, rho = region.chol, region.row_radii()  # a float, or one radius per row (cells)
-    z = np.asarray(lp.scale_row, dtype=np.float64)
-    lz = chol.T @ z
-    czz = float(lz @ lz)
-    s_half = rho * math.sqrt(czz)
-    s_star = lp.log_scale(region.centre)
-    # Channel units: eta in units of the reference sigma (location-scale families); the
-    # negative binomial's and the Gamma's channels (log mean, log alpha) are used as
-    # they are.
-    w = 1.0 if lp.family in ("negative_binomial", "gamma_log") else math.exp(-s_star)
-    big_e = np.exp(s_half)  # largest e^{-delta} on the region
     design = design_rows(lp.design)
     n = design.shape[0]
     xsx = np.empty(n)
     xsz = np.empty(n)
     record_rows(n, n)
-    for start in range(0, n, _CHUNK_ROWS):
-        block = design[start : start + _CHUNK_ROWS] @ chol
-        xsx[start : start + _CHUNK_ROWS] = np.einsum("ij,ij->i", block, block)
-        xsz[start : start + _CHUNK_ROWS] = block @ lz
+    if getattr(lp, "row_scales", False):
+        # Each row its own scale direction z_i: its whitened length and the cross term
+        # are per row, in the same pass over the rows.
+        scale_rows = design_rows(lp.scale_design)
+        czz = np.empty(n)
+        for start in range(0, n, _CHUNK_ROWS):
+            rows = slice(start, start + _CHUNK_ROWS)
+            block = design[rows] @ chol
+            z_block = scale_rows[rows] @ chol
+            xsx[rows] = np.einsum("ij,ij->i", block, block)
+            xsz[rows] = np.einsum("ij,ij->i", block, z_block)
+            czz[rows] = np.einsum("ij,ij->i", z_block, z_block)
+        s_star = lp.log_scales(region.centre)
+        record_rows(n, n)
+    else:
+        z = np.asarray(lp.scale_row, dtype=np.float64)
+        lz = chol.T @ z
+        czz = float(lz @ lz)
+        s_star = lp.log_scale(region.centre)
+        for start in range(0, n, _CHUNK_ROWS):
+            block = design[start : start + _CHUNK_ROWS] @ chol
+            xsx[start : start + _CHUNK_ROWS] = np.einsum("ij,ij->i", block, block)
+            xsz[start : start + _CHUNK_ROWS] = block @ lz
+    s_half = rho * np.sqrt(czz)
+    # Channel units: eta in units of the reference sigma (location-scale families); the
+    # negative binomial's, the Gamma's and the Beta's channels (eta, log of the second
+    # parameter) are used as they are.
+    unscaled = ("negative_binomial", "gamma_log", "beta_logit", "zip_log", "hurdle_poisson_log")
+    w = 1.0 if lp.family in unscaled else np.exp(-s_star)
+    big_e = np.exp(s_half)  # largest e^{-delta} on the region
     g11, g12 = w * w * xsx, w * xsz
     half_trace, half_gap = 0.5 * (g11 + czz), 0.5 * (g11 - czz)
     op_norm_sq = half_trace + np.sqrt(half_gap * half_gap + g12 * g12)
@@ -494,6 +536,10 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
         t3 = _negative_binomial_t3(lp, region, np.sqrt(xsx), s_star, s_half)
     elif lp.family == "gamma_log":
         t3 = _gamma_t3(lp, region, np.sqrt(xsx), s_star, s_half)
+    elif lp.family == "beta_logit":
+        t3 = _beta_t3(lp, region, np.sqrt(xsx), s_star, s_half)
+    elif lp.family in ("zip_log", "hurdle_poisson_log"):
+        t3 = _zip_t3(lp, region, np.sqrt(xsx), s_star, s_half)
     elif lp.family == "normal":
         eta = lp.linear_predictor(region.centre)
         record_rows(n, n)
@@ -567,6 +613,73 @@ def _gamma_t3(lp, region: TrustRegion, eta_sd, t_star, t_half) -> np.ndarray:
     ett = alpha_hi * np.maximum(np.abs(u_lo - 1.0), np.abs(u_hi - 1.0))
     ttt = gamma_shape_constant(t_star - t_half, t_star + t_half) + alpha_hi * gap
     return np.sqrt(eee**2 + 3.0 * eet**2 + 3.0 * ett**2 + ttt**2)
+
+
+def _eta_box(lp, region: TrustRegion, eta_sd) -> tuple[float, float]:
+    """The smallest and largest linear predictor of any row on the region."""
+    eta = lp.linear_predictor(region.centre)
+    record_rows(lp.n_data, lp.n_data)
+    reach = region.row_radii() * eta_sd
+    return float(np.min(eta - reach)), float(np.max(eta + reach))
+
+
+def _beta_fixed_precision_l3(lp, region: TrustRegion, eta_sd) -> np.ndarray:
+    """Largest third derivative in ``eta`` of a Beta likelihood with a fixed precision on
+    the region: ``sup |A_eee|`` over the rows' range of ``eta`` and the precisions, plus
+    ``nu |logit y| / 8`` (:mod:`pymc_minibatch_mh.bounds.beta_curvature`)."""
+    nu = np.asarray(lp.params["nu"], dtype=np.float64)
+    t_lo, t_hi = float(np.log(np.min(nu))), float(np.log(np.max(nu)))
+    eta_lo, eta_hi = _eta_box(lp, region, eta_sd)
+    a_eee = beta_a_suprema(eta_lo, eta_hi, t_lo, t_hi)[0]
+    logit_y, _ = beta_row_terms(lp.observed)
+    return a_eee + nu * logit_y * SIGMOID_D3
+
+
+def _beta_t3(lp, region: TrustRegion, eta_sd, t_star, t_half) -> np.ndarray:
+    """Frobenius bound of the third derivatives of the Beta log-likelihood in
+    ``(eta, t = log nu)`` over the trust region: the suprema of the observation-free part
+    over the rows' box of ``(eta, t)`` plus the observation's part, row by row
+    (:mod:`pymc_minibatch_mh.bounds.beta_curvature`)."""
+    t_half = float(np.max(t_half))
+    t_lo, t_hi = t_star - t_half, t_star + t_half
+    eta_lo, eta_hi = _eta_box(lp, region, eta_sd)
+    a_eee, a_eet, a_ett, a_ttt = beta_a_suprema(eta_lo, eta_hi, t_lo, t_hi)
+    logit_y, log_extreme = beta_row_terms(lp.observed)
+    nu_hi = math.exp(t_hi)
+    eee = a_eee + nu_hi * logit_y * SIGMOID_D3
+    eet = a_eet + nu_hi * logit_y * SIGMOID_D2
+    ett = a_ett + nu_hi * logit_y * SIGMOID_D1
+    ttt = a_ttt + nu_hi * log_extreme
+    return np.sqrt(eee**2 + 3.0 * eet**2 + 3.0 * ett**2 + ttt**2)
+
+
+def _zip_t3(lp, region: TrustRegion, eta_sd, t_star, t_half) -> np.ndarray:
+    """Third-derivative bound of the zero-inflated or hurdle Poisson log-likelihood on
+    the region, per row: ``|f_eee|`` with fixed odds (``t_star`` None), else the Frobenius
+    bound in ``(eta, t = log odds)`` (:mod:`pymc_minibatch_mh.bounds.zip_curvature`,
+    :mod:`pymc_minibatch_mh.bounds.hurdle_curvature`)."""
+    eta = lp.linear_predictor(region.centre)
+    record_rows(lp.n_data, lp.n_data)
+    reach = region.row_radii() * eta_sd
+    with np.errstate(over="ignore"):
+        mu_lo, mu_hi = np.exp(eta - reach), np.exp(eta + reach)
+    if lp.family == "hurdle_poisson_log":
+        eee, ttt = hurdle_third_derivatives(lp.observed, mu_hi, truncation_constant())
+        return eee if t_star is None else np.sqrt(eee**2 + ttt**2)
+    if t_star is None:
+        t_hi = float(np.max(np.log(lp.params["odds"])))
+        return zip_third_derivatives(lp.observed, mu_lo, mu_hi, t_hi)[0]
+    t_hi = t_star + float(np.max(t_half))
+    eee, eet, ett, ttt = zip_third_derivatives(lp.observed, mu_lo, mu_hi, t_hi)
+    return np.sqrt(eee**2 + 3.0 * eet**2 + 3.0 * ett**2 + ttt**2)
+
+
+@lru_cache(maxsize=1)
+def truncation_constant() -> float:
+    """The supremum over all ``eta`` of the absolute third derivative of the hurdle
+    Poisson's truncation term (:mod:`pymc_minibatch_mh.bounds.hurdle_curvature`); it is 0
+    to double precision outside ``[-40, 6]``, the grid's span."""
+    return _supremum_on_grid(truncation_third_derivative, np.linspace(-40.0, 6.0, 46_001))
 
 
 def _gamma_k(t):

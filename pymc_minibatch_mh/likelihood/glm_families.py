@@ -13,10 +13,11 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 from pytensor.graph.basic import Constant, Variable
-from pytensor.scalar.basic import Add, Exp, Log, Sub, TrueDiv
+from pytensor.scalar.basic import Add, Exp, Log, Mul, Sub, TrueDiv
 from pytensor.scalar.math import Sigmoid
 from pytensor.tensor.basic import Join
 from pytensor.tensor.elemwise import DimShuffle, Elemwise
+from pytensor.tensor.exceptions import NotScalarConstantError
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.shape import SpecifyShape
 from pytensor.tensor.special import Softmax
@@ -36,9 +37,13 @@ _SUPPORTED = (
     "the sampled variables): "
     "Bernoulli(logit_p=eta) or Bernoulli(p=pm.math.invlogit(eta)); Binomial(n=trials, "
     "logit_p=eta) with fixed trials per row; Poisson(mu=pm.math.exp(eta)); "
-    "Normal(mu=eta, sigma=s); StudentT(nu=<fixed>, mu=eta, sigma=s) with s fixed or one free "
-    "positive scale; NegativeBinomial(mu=pm.math.exp(eta), alpha=a) with a fixed or free; "
+    "Normal(mu=eta, sigma=s); StudentT(nu=<fixed>, mu=eta, sigma=s) with s fixed, one free "
+    "positive scale, or a free scale per row whose log is affine (s = pm.math.exp(c + Z @ g), "
+    "or sigma[group]); NegativeBinomial(mu=pm.math.exp(eta), alpha=a) with a fixed or free; "
     "Gamma(alpha=a, beta=a / pm.math.exp(eta)) with a fixed or free shape a; "
+    "Beta(mu=pm.math.invlogit(eta), nu=phi) with a fixed or free precision phi; "
+    "ZeroInflatedPoisson(psi=psi, mu=pm.math.exp(eta)) and HurdlePoisson(psi=psi, "
+    "mu=pm.math.exp(eta)) with psi fixed or one free probability; "
     "Categorical(logit_p=X @ W + b)."
 )
 
@@ -107,6 +112,20 @@ def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
         # recogniser checks that it is affine in the parameters.
         alpha, scale = params
         return "gamma_log", pt.log(alpha * scale), {"alpha": alpha}
+    if isinstance(op, _rv_type(pm.Beta)):
+        alpha, beta = params
+        mean, precision = _beta_mean_precision(alpha, beta)
+        eta = None if mean is None else _strip_link(mean, _elemwise_of(Sigmoid))
+        if eta is None:
+            raise UnsupportedLikelihood(
+                f"Observed variable {name!r} is a Beta distribution (pm.Beta), but not a "
+                "regression on the logit of its mean: write `pm.Beta(..., "
+                "mu=pm.math.invlogit(eta), nu=precision)` with eta affine in the parameters "
+                "and one precision for all rows (a constant, pm.Data or a positive free "
+                "variable), or use MinibatchBarker() / Austere(), which need no bounds. "
+                + _BOUNDS_HINT
+            )
+        return "beta_logit", eta, {"nu": precision}
     if isinstance(op, _rv_type(pm.Normal)):
         mu, sigma = params
         return "normal", mu, {"sigma": sigma}
@@ -134,6 +153,18 @@ def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
                 + _BOUNDS_HINT
             )
         return "categorical_logit", logits, {}
+    zero_counts = _zero_count_poisson(node)
+    if zero_counts is not None:
+        family, mu, odds = zero_counts
+        eta = _strip_link(mu, _elemwise_of(Exp))
+        if eta is None:
+            label = family_label(family)
+            raise UnsupportedLikelihood(
+                f"Observed variable {name!r} is a {label} with mu = {_describe(mu)}, which "
+                f"is not a log link. Write `pm.{label}(..., psi=psi, mu=pm.math.exp(eta))` "
+                "with eta affine in the parameters. " + _SUPPORTED + " " + _BOUNDS_HINT
+            )
+        return family, eta, {"odds": odds}
     raise UnsupportedLikelihood(
         f"Observed variable {name!r} is {user_distribution(rv)}, for which TunaMH and FlyMC "
         "have no bounds: use MinibatchBarker() or Austere(), which need none. "
@@ -143,22 +174,107 @@ def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
     )
 
 
+def _zero_count_poisson(node) -> tuple | None:
+    """``(family, mu, odds)`` when ``node`` is a zero-inflated Poisson (a two-component
+    mixture of a point mass at 0 and a Poisson: ``pm.ZeroInflatedPoisson``, or
+    ``pm.Mixture`` written the same way) or a hurdle Poisson (a point mass at 0 and a
+    Poisson truncated below 1: ``pm.HurdlePoisson``); ``odds = psi / (1 - psi)`` are those
+    of the Poisson component. Else None."""
+    kind = type(node.op).__name__
+    if kind not in ("MixtureRV", "_HurdleRV") or not hasattr(node.op, "dist_params"):
+        return None
+    weights, *components = node.op.dist_params(node)
+    kinds = [type(c.owner.op).__name__ if c.owner is not None else None for c in components]
+    counts = "PoissonRV" if kind == "MixtureRV" else "TruncatedRV"
+    if sorted(kinds) != sorted(["DiracDeltaRV", counts]):
+        return None
+    if not _is_zero(components[kinds.index("DiracDeltaRV")].owner.inputs[-1]):
+        return None
+    k = kinds.index(counts)
+    count_node = components[k].owner
+    if kind == "MixtureRV":
+        family, (mu,) = "zip_log", _dist_params(count_node)
+    else:
+        base = getattr(count_node.op, "base_rv_op", None)
+        if type(base).__name__ != "PoissonRV" or len(count_node.inputs) != 5:
+            return None
+        mu, lower, upper = count_node.inputs[2:]
+        upper = _bare(upper)
+        if not (_is_zero(lower - 1) and isinstance(upper, Constant)):
+            return None
+        if not np.all(np.isinf(np.asarray(upper.data))):
+            return None
+        family = "hurdle_poisson_log"
+    odds = pt.take(weights, k, axis=-1) / pt.take(weights, 1 - k, axis=-1)
+    return family, mu, odds
+
+
+def _is_zero(var: Variable) -> bool:
+    """Whether ``var`` is a constant (up to shape wrappers and constant folding) equal to
+    0 everywhere."""
+    try:
+        value = pt.get_underlying_scalar_constant_value(_bare(var))
+    except NotScalarConstantError:
+        return False
+    return bool(np.all(np.asarray(value) == 0))
+
+
+def _bare(var: Variable) -> Variable:
+    """``var`` without shape-only wrappers (DimShuffle, SpecifyShape)."""
+    while var.owner is not None and isinstance(var.owner.op, DimShuffle | SpecifyShape):
+        var = var.owner.inputs[0]
+    return var
+
+
+def _same(a: Variable, b: Variable) -> bool:
+    """One variable, or two constants with the same value (shape wrappers ignored)."""
+    a, b = _bare(a), _bare(b)
+    if a is b:
+        return True
+    return isinstance(a, Constant) and isinstance(b, Constant) and np.array_equal(a.data, b.data)
+
+
+def _beta_mean_precision(alpha: Variable, beta: Variable) -> tuple:
+    """``(mu, nu)`` when ``alpha = mu * nu`` and ``beta = (1 - mu) * nu``, how PyMC writes
+    ``Beta(mu=, nu=)`` (and users write ``alpha``/``beta`` by hand); else ``(None, None)``."""
+
+    bare = _bare
+
+    def factors(var):
+        node = bare(var).owner
+        if node is None or not isinstance(node.op, Elemwise):
+            return None
+        if not isinstance(node.op.scalar_op, Mul) or len(node.inputs) != 2:
+            return None
+        return [bare(term) for term in node.inputs]
+
+    def one_minus(var):  # the m of ``1 - m``, or None
+        node = var.owner
+        if node is None or not isinstance(node.op, Elemwise):
+            return None
+        if not isinstance(node.op.scalar_op, Sub):
+            return None
+        one, m = (bare(term) for term in node.inputs)
+        if isinstance(one, Constant) and np.all(np.asarray(one.data) == 1):
+            return m
+        return None
+
+    a_terms, b_terms = factors(alpha), factors(beta)
+    if a_terms is None or b_terms is None:
+        return None, None
+    for mean, precision in (a_terms, a_terms[::-1]):
+        for complement, other in (b_terms, b_terms[::-1]):
+            m = one_minus(complement)
+            if m is not None and _same(m, mean) and _same(other, precision):
+                return mean, precision
+    return None, None
+
+
 def _negative_binomial_mean(n: Variable, p: Variable) -> Variable | None:
     """``mu`` when ``p`` is how PyMC writes ``NegativeBinomial(mu=, alpha=)``:
     ``n / (mu + n)`` (PyMC 5) or ``sigmoid(log(n) - log(mu))`` (PyMC 6); else None."""
 
-    def bare(var):
-        while var.owner is not None and isinstance(var.owner.op, DimShuffle | SpecifyShape):
-            var = var.owner.inputs[0]
-        return var
-
-    def same(a, b):  # one variable, or two constants with the same value
-        a, b = bare(a), bare(b)
-        if a is b:
-            return True
-        return (
-            isinstance(a, Constant) and isinstance(b, Constant) and np.array_equal(a.data, b.data)
-        )
+    bare, same = _bare, _same
 
     def elemwise(var, scalar_op_type):
         node = bare(var).owner
@@ -264,12 +380,12 @@ def user_distribution(rv: Variable) -> str:
     if kind == "MixtureRV":
         return (
             "a mixture (pm.Mixture, or a zero-inflated distribution such as "
-            f"pm.ZeroInflatedPoisson or pm.ZeroInflatedNegativeBinomial){parts}"
+            f"pm.ZeroInflatedNegativeBinomial or pm.ZeroInflatedBinomial){parts}"
         )
     if kind == "HurdleRV":
         return (
-            "a hurdle distribution (pm.HurdlePoisson, pm.HurdleNegativeBinomial, "
-            f"pm.HurdleGamma or pm.HurdleLogNormal){parts}"
+            "a hurdle distribution (pm.HurdleNegativeBinomial, pm.HurdleGamma or "
+            f"pm.HurdleLogNormal){parts}"
         )
     label = _PYMC_NAMES.get(kind, kind.removesuffix("RV"))
     if not label or not label.isidentifier():
@@ -327,7 +443,13 @@ def _observed_values(model: pm.Model, rv: Variable, family: str, n_data: int) ->
         )
     if family == "bernoulli_logit" and not np.all((values == 0) | (values == 1)):
         raise UnsupportedLikelihood(f"Bernoulli observations of {rv.name!r} must be 0 or 1.")
-    counts = ("poisson_log", "negative_binomial", "binomial_logit")
+    counts = (
+        "poisson_log",
+        "negative_binomial",
+        "binomial_logit",
+        "zip_log",
+        "hurdle_poisson_log",
+    )
     if family in counts and not np.all((values >= 0) & (values == np.round(values))):
         raise UnsupportedLikelihood(
             f"{family_label(family)} observations of {rv.name!r} must be non-negative integers."
@@ -336,7 +458,13 @@ def _observed_values(model: pm.Model, rv: Variable, family: str, n_data: int) ->
         raise UnsupportedLikelihood(
             f"Gamma observations of {rv.name!r} must be positive; row "
             f"{int(np.flatnonzero(~(values > 0))[0])} is "
-            f"{values[~(values > 0)][0]!r}."
+            f"{values[~(values > 0)][0].item()!r}."
+        )
+    if family == "beta_logit" and not np.all((values > 0) & (values < 1)):
+        outside = ~((values > 0) & (values < 1))
+        raise UnsupportedLikelihood(
+            f"Beta observations of {rv.name!r} must be strictly between 0 and 1; row "
+            f"{int(np.flatnonzero(outside)[0])} is {values[outside][0].item()!r}."
         )
     if family == "categorical_logit" and not np.all(values == np.round(values)):
         raise UnsupportedLikelihood(
@@ -347,10 +475,15 @@ def _observed_values(model: pm.Model, rv: Variable, family: str, n_data: int) ->
 
 def family_label(family: str) -> str:
     return {
+        "bernoulli_logit": "Bernoulli",
+        "categorical_logit": "Categorical",
         "normal": "Normal",
         "student_t": "StudentT",
         "poisson_log": "Poisson",
         "negative_binomial": "NegativeBinomial",
         "binomial_logit": "Binomial",
         "gamma_log": "Gamma",
+        "beta_logit": "Beta",
+        "zip_log": "ZeroInflatedPoisson",
+        "hurdle_poisson_log": "HurdlePoisson",
     }.get(family, family)

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
+from scipy.special import expit, gammaln, logsumexp
 
 from pymc_minibatch_mh.row_design import RowDesign
 
@@ -25,6 +25,9 @@ FAMILIES = (
     "poisson_log",
     "negative_binomial",
     "gamma_log",
+    "beta_logit",
+    "zip_log",
+    "hurdle_poisson_log",
     "categorical_logit",
 )
 _SCALAR_FAMILIES = FAMILIES[:-1]
@@ -36,8 +39,14 @@ SCALE_PARAMS = {
     "student_t": "sigma",
     "negative_binomial": "alpha",
     "gamma_log": "alpha",
+    "beta_logit": "nu",
+    "zip_log": "odds",
+    "hurdle_poisson_log": "odds",
 }
 SCALE_FAMILIES = tuple(SCALE_PARAMS)
+#: Families whose scale may also differ between rows, its log affine in q (a regression
+#: on log sigma: a heteroscedastic model).
+ROW_SCALE_FAMILIES = ("normal", "student_t")
 
 
 class UnsupportedLikelihood(ValueError):
@@ -67,14 +76,23 @@ class LinearPredictorLikelihood:
         Fixed family parameters, each a float or an ``(N,)`` array:
         ``{"nu", "sigma"}`` for Student-t, ``{"sigma"}`` for Normal, ``{"alpha"}`` for the
         negative binomial (mean ``exp(eta)``, dispersion ``alpha``) and for the Gamma
-        (mean ``exp(eta)``, shape ``alpha``), ``{"n"}`` (trials per row) for the Binomial
-        with logit ``eta``, empty otherwise.
+        (mean ``exp(eta)``, shape ``alpha``), ``{"nu"}`` for the Beta (mean
+        ``sigmoid(eta)``, precision ``nu = alpha + beta``), ``{"odds"}`` for the
+        zero-inflated Poisson (mean ``exp(eta)`` of the Poisson component, whose odds
+        ``psi / (1 - psi)`` these are) and for the hurdle Poisson (the odds of a
+        positive count), ``{"n"}`` (trials per row)
+        for the Binomial with logit ``eta``, empty otherwise.
         Without ``"sigma"`` / ``"alpha"`` when that parameter is free (``scale_row``).
     scale_row, scale_offset : ndarray and float, optional
         Normal and Student-t with a free scale: ``log sigma = scale_row @ q +
         scale_offset``, the same for every datum (e.g. ``sigma`` a positive free
         variable sampled on the log scale); for the negative binomial and the Gamma the
-        same for ``log alpha``. None when the parameter is fixed.
+        same for ``log alpha``, for the Beta for ``log nu``, for the zero-inflated and
+        hurdle Poisson for ``logit psi``. None when the parameter is fixed.
+    scale_design, scale_offsets : RowDesign or ndarray, and ndarray, optional
+        Normal and Student-t whose scale differs between rows (heteroscedastic):
+        ``log sigma_i = scale_design[i] @ q + scale_offsets[i]``, shapes ``(N, D)`` and
+        ``(N,)`` (e.g. ``sigma = pm.math.exp(c + Z @ g)``). Exclusive with ``scale_row``.
     coef_map, coef_offset : ndarray, optional
         ``"categorical_logit"`` only: ``A`` of shape ``(P*K, D)`` and ``w0`` of shape
         ``(P*K,)`` such that ``logits = design @ (A @ q + w0).reshape(P, K) + offset``.
@@ -106,6 +124,8 @@ class LinearPredictorLikelihood:
     n_classes: int | None = None
     scale_row: np.ndarray | None = None
     scale_offset: float = 0.0
+    scale_design: np.ndarray | None = None
+    scale_offsets: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -154,6 +174,9 @@ class LinearPredictorLikelihood:
             "normal": {"sigma"},
             "negative_binomial": {"alpha"},
             "gamma_log": {"alpha"},
+            "beta_logit": {"nu"},
+            "zip_log": {"odds"},
+            "hurdle_poisson_log": {"odds"},
             "binomial_logit": {"n"},
         }.get(self.family, set())
         if self.scale_row is not None:
@@ -172,6 +195,9 @@ class LinearPredictorLikelihood:
                 raise ValueError("scale_offset must be finite.")
             object.__setattr__(self, "scale_row", scale_row)
             object.__setattr__(self, "scale_offset", float(self.scale_offset))
+            needed = needed - {SCALE_PARAMS[self.family]}
+        if self.scale_design is not None:
+            self._check_scale_design(n_data, design.shape[1])
             needed = needed - {SCALE_PARAMS[self.family]}
         if set(self.params) != needed:
             raise ValueError(
@@ -195,6 +221,25 @@ class LinearPredictorLikelihood:
         object.__setattr__(self, "offset", offset)
         object.__setattr__(self, "observed", observed)
         object.__setattr__(self, "params", params)
+
+    def _check_scale_design(self, n_data: int, ndim: int) -> None:
+        if self.family not in ROW_SCALE_FAMILIES or self.scale_row is not None:
+            raise ValueError(
+                f"scale_design (a scale per row) is only used by {ROW_SCALE_FAMILIES}, and not "
+                f"with scale_row; got {self.family!r}."
+            )
+        scale_design = self.scale_design
+        if not isinstance(scale_design, RowDesign):
+            scale_design = _frozen(scale_design, np.float64)
+        offsets = _frozen(np.broadcast_to(self.scale_offsets, (n_data,)), np.float64)
+        if scale_design.shape != (n_data, ndim):
+            raise ValueError(
+                f"scale_design must have shape ({n_data}, {ndim}); got {scale_design.shape}."
+            )
+        if not np.all(np.isfinite(offsets)):
+            raise ValueError("scale_offsets must be finite.")
+        object.__setattr__(self, "scale_design", scale_design)
+        object.__setattr__(self, "scale_offsets", offsets)
 
     @property
     def n_data(self) -> int:
@@ -234,6 +279,24 @@ class LinearPredictorLikelihood:
         ``scale_row @ q + scale_offset``."""
         return self.scale_row is not None
 
+    @property
+    def row_scales(self) -> bool:
+        """Whether ``sigma`` differs between rows, its log ``scale_design @ q +
+        scale_offsets`` (a heteroscedastic Normal or Student-t)."""
+        return self.scale_design is not None
+
+    def log_scales(self, q: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        """``log sigma`` of the rows ``idx`` (all rows if None), ``row_scales`` only."""
+        if self.scale_design is None:
+            raise ValueError("log_scales() needs a scale per row (scale_design).")
+        q = np.asarray(q, dtype=np.float64)
+        rows = slice(None) if idx is None else np.asarray(idx)
+        if isinstance(self.scale_design, RowDesign):
+            values = self.scale_design.dot(q, None if idx is None else rows)
+        else:
+            values = self.scale_design[rows] @ q
+        return values + self.scale_offsets[rows]
+
     def log_scale(self, q: np.ndarray) -> float:
         """``log sigma`` (``log alpha``) at ``q`` (free scale only)."""
         if self.scale_row is None:
@@ -250,6 +313,8 @@ class LinearPredictorLikelihood:
         }
         if self.scale_row is not None:
             params[SCALE_PARAMS[self.family]] = math.exp(self.log_scale(q))
+        if self.scale_design is not None:
+            params[SCALE_PARAMS[self.family]] = np.exp(self.log_scales(q, idx))
         return family_loglik(self.family, eta, self.observed[rows], params)
 
 
@@ -290,6 +355,10 @@ class CompositeLikelihood:
     @property
     def free_scale(self) -> bool:
         return any(getattr(part, "free_scale", False) for part in self.parts)
+
+    @property
+    def row_scales(self) -> bool:
+        return any(getattr(part, "row_scales", False) for part in self.parts)
 
     @property
     def families(self) -> tuple[str, ...]:
@@ -347,6 +416,31 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
             alpha * (np.log(alpha) - eta - y * np.exp(-eta))
             + (alpha - 1.0) * np.log(y)
             - gammaln(alpha)
+        )
+    if family == "zip_log":
+        # psi = odds / (1 + odds): P(0) = (1 - psi) + psi e^{-mu}, P(y > 0) = psi Poisson.
+        log_odds = np.log(np.asarray(params["odds"], dtype=np.float64))
+        y = np.asarray(y, dtype=np.float64)
+        mu = np.exp(eta)
+        log_norm = np.logaddexp(0.0, log_odds)  # log(1 + odds) = -log(1 - psi)
+        zero = np.logaddexp(0.0, log_odds - mu) - log_norm
+        positive = log_odds - log_norm + y * eta - mu - gammaln(y + 1.0)
+        return np.where(y > 0, positive, zero)
+    if family == "hurdle_poisson_log":
+        # P(0) = 1 - psi; P(y > 0) = psi Poisson(y | mu) / (1 - e^{-mu}).
+        log_odds = np.log(np.asarray(params["odds"], dtype=np.float64))
+        y = np.asarray(y, dtype=np.float64)
+        mu = np.exp(eta)
+        log_norm = np.logaddexp(0.0, log_odds)
+        truncated = y * eta - mu - gammaln(y + 1.0) - np.log(-np.expm1(-mu))
+        return np.where(y > 0, log_odds - log_norm + truncated, -log_norm)
+    if family == "beta_logit":
+        # mean sigmoid(eta), precision nu: alpha = nu sigmoid(eta), beta = nu sigmoid(-eta).
+        nu = np.asarray(params["nu"], dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        a, b = nu * expit(eta), nu * expit(-eta)
+        return (
+            gammaln(nu) - gammaln(a) - gammaln(b) + (a - 1.0) * np.log(y) + (b - 1.0) * np.log1p(-y)
         )
     if family == "normal":
         sigma = params["sigma"]

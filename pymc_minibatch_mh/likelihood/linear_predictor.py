@@ -17,8 +17,10 @@ any free variable):
 - ``"student_t"``: ``StudentT(nu=fixed, mu=eta, sigma=s)``;
 - ``"categorical_logit"``: ``Categorical(logit_p=X @ W + b)``;
 
-where ``s`` is fixed or a free scale shared by all data whose log is affine in ``q``
-(a positive variable sampled on the log scale, e.g. ``pm.HalfNormal("sigma", 1)``).
+where ``s`` is fixed, a free scale shared by all data whose log is affine in ``q``
+(a positive variable sampled on the log scale, e.g. ``pm.HalfNormal("sigma", 1)``), or a
+free scale per row whose log is affine in ``q`` (``s = pm.math.exp(c + Z @ g)``, or
+``sigma[group]``), read like the linear predictor.
 Several observed variables over the same rows, each of these families, give a
 :class:`~pymc_minibatch_mh.likelihood.glm_likelihoods.CompositeLikelihood`.
 
@@ -68,6 +70,7 @@ from pymc_minibatch_mh.likelihood.glm_families import (
 )
 from pymc_minibatch_mh.likelihood.glm_likelihoods import (
     FAMILIES,
+    ROW_SCALE_FAMILIES,
     SCALE_FAMILIES,
     SCALE_PARAMS,
     CompositeLikelihood,
@@ -236,9 +239,9 @@ def _recognise_scalar(
         values = ctx.compile(list(fixed.values()))(ctx.q0)
         for param_name, value in zip(fixed, values, strict=True):
             params[param_name] = _as_param(value, param_name, name, n_data)
-    scale_row, scale_offset = None, 0.0
+    scale = {}
     if scale_graph is not None:
-        scale_row, scale_offset = _recognise_log_scale(ctx, family, scale_graph)
+        scale = _recognise_log_scale(ctx, family, scale_graph)
 
     what = f"The linear predictor of {name!r}"
     parts = _decompose(ctx, eta, (), what)
@@ -255,8 +258,7 @@ def _recognise_scalar(
         offset=offset,
         observed=observed,
         params=params,
-        scale_row=scale_row,
-        scale_offset=scale_offset,
+        **scale,
     )
 
 
@@ -270,14 +272,17 @@ _PARAM_HINTS = {
 }
 
 
-def _recognise_log_scale(ctx: _Context, family: str, sigma: Variable) -> tuple[np.ndarray, float]:
-    """``log sigma = row @ q + offset`` for a free scale shared by every datum (``alpha``
-    for the negative binomial)."""
+def _recognise_log_scale(ctx: _Context, family: str, sigma: Variable) -> dict:
+    """The free scale's log as an affine map of ``q``: ``scale_row`` and ``scale_offset``
+    when one value serves every datum (``alpha`` for the negative binomial and the Gamma),
+    ``scale_design`` and ``scale_offsets`` when it differs between rows (a regression on
+    ``log sigma``, Normal and Student-t only)."""
     name = ctx.rv.name
     param = SCALE_PARAMS[family]
     what = f"log({param}) of the {family_label(family)} likelihood of {name!r}"
     _refuse_outside_block(ctx, sigma, what)
-    scale_fn = ctx.compile([pt.log(sigma)])
+    log_sigma = pt.log(sigma)
+    scale_fn = ctx.compile([log_sigma])
 
     def evaluate(q):
         (value,) = scale_fn(q)
@@ -289,6 +294,8 @@ def _recognise_log_scale(ctx: _Context, family: str, sigma: Variable) -> tuple[n
         np.allclose(jac, jac[:1], rtol=_affine_rtol(), atol=_affine_rtol())
         and np.allclose(offset, offset[0], rtol=_affine_rtol(), atol=_affine_rtol())
     ):
+        if family in ROW_SCALE_FAMILIES:
+            return _recognise_row_log_scale(ctx, log_sigma, what)
         raise UnsupportedLikelihood(
             f"{param} of the {family_label(family)} likelihood of {name!r} depends on free "
             f"variables and differs between data points ({offset.size} values: per group, or "
@@ -303,7 +310,30 @@ def _recognise_log_scale(ctx: _Context, family: str, sigma: Variable) -> tuple[n
         return np.full(offset.size, row @ q + base)
 
     _verify_affine(ctx, evaluate, predict, columns, what.capitalize())
-    return row, base
+    return {"scale_row": row, "scale_offset": base}
+
+
+def _recognise_row_log_scale(ctx: _Context, log_sigma: Variable, what: str) -> dict:
+    """``log sigma_i = scale_design[i] @ q + scale_offsets[i]`` (a heteroscedastic model),
+    read like the linear predictor: data products, group effects and per-row terms."""
+    what = what[0].upper() + what[1:]
+    not_affine = (
+        f"{what} differs between rows but is not affine in the sampled variables. The exact "
+        "steps' bounds cover a log-linear scale, e.g. `sigma = pm.math.exp(c + Z @ g)`; for "
+        "any other scale use MinibatchBarker or Austere. " + _BOUNDS_HINT
+    )
+    try:
+        parts = _decompose(ctx, log_sigma, (), what)
+        design = _design_of(ctx, parts, what)
+    except UnsupportedLikelihood as err:
+        raise UnsupportedLikelihood(f"{not_affine} ({err})") from None
+    offsets = _row_constant(parts.value_q0 - design @ ctx.q0)
+
+    def predict(q):
+        return design @ q + offsets
+
+    _verify_affine(ctx, parts.full, predict, _columns(ctx, log_sigma), what)
+    return {"scale_design": design, "scale_offsets": offsets}
 
 
 def _as_param(value: np.ndarray, param_name: str, rv_name: str, n_data: int):

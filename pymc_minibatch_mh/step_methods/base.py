@@ -1107,6 +1107,11 @@ def normal_with_free_scale(lp, step: MinibatchStep):
     if lp is None:
         step.exact_sum_unavailable = "the likelihood was not recognised"
         return None
+    if getattr(lp, "row_scales", False):
+        step.exact_sum_unavailable = (
+            "sigma differs between rows (a closed-form sum needs one scale for all rows)"
+        )
+        return None
     if getattr(lp, "parts", None) is not None or lp.family != "normal" or not lp.free_scale:
         step.exact_sum_unavailable = (
             f"the likelihood is {lp.family} (a closed-form sum needs one Normal with a free scale)"

@@ -427,6 +427,14 @@ initial_point, compile_kwargs, blocked
 
     def _check_part(self, lp) -> None:
         """Refuse (before the MAP search) a likelihood FlyMC has no bound for."""
+        if getattr(lp, "row_scales", False):
+            raise UnsupportedLikelihood(
+                f"FlyMC has no collapsible bound for a {family_label(lp.family)} likelihood "
+                "whose sigma differs between rows through free variables (a regression on "
+                "log sigma, or one sigma per group): its bound would need sums over every "
+                "pair of the mean's and the scale's coefficients. Use TunaMH(), which is exact "
+                "on this model, or MinibatchBarker() / Austere()."
+            )
         if lp.family == "negative_binomial":
             return  # global bound, fixed or free dispersion
         if lp.family == "normal" and (lp.free_scale or np.ndim(lp.params["sigma"]) == 0):
@@ -458,10 +466,19 @@ initial_point, compile_kwargs, blocked
             hint = {
                 "normal": " FlyMC sums a Normal likelihood exactly when sigma is free or one "
                 "fixed value for all rows; here sigma differs between rows.",
+                "beta_logit": " TunaMH() is exact on this Beta regression (its bound needs "
+                "only third derivatives; a collapsible lower bound of the Beta likelihood "
+                "is not implemented).",
+                "zip_log": " TunaMH() is exact on this zero-inflated Poisson regression (a "
+                "collapsible lower bound of the mixture is not implemented).",
+                "hurdle_poisson_log": " TunaMH() is exact on this hurdle Poisson regression "
+                "(a collapsible lower bound of the truncated Poisson is not implemented).",
             }.get(lp.family, "")
             raise UnsupportedLikelihood(
-                f"FlyMC has no built-in bound for the {lp.family!r} likelihood of this model "
-                f"(supported: {', '.join(BOUND_FAMILIES)}).{hint} Pass `bound=<object>` with "
+                f"FlyMC has no built-in bound for the {family_label(lp.family)} likelihood of "
+                f"this model (supported: {', '.join(map(family_label, BOUND_FAMILIES))})."
+                f"{hint} Pass "
+                "`bound=<object>` with "
                 "n_data, log_bound(q, idx) and log_bound_sum(q) to use FlyMC anyway, or use "
                 "MinibatchBarker() / Austere(), which need no bound."
             )

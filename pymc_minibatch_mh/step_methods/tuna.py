@@ -18,7 +18,11 @@ from pymc_minibatch_mh.bounds.lipschitz import (
     LipschitzBound,
     UnsupportedBound,
 )
-from pymc_minibatch_mh.bounds.row_cells import CellTable, row_cells_for
+from pymc_minibatch_mh.bounds.row_cells import (
+    CellTable,
+    likelihood_row_supports,
+    row_cells_for,
+)
 from pymc_minibatch_mh.bounds.taylor_remainder import (
     remainder_bound_unavailable,
     taylor_remainder_bound,
@@ -43,7 +47,6 @@ from pymc_minibatch_mh.likelihood.linear_predictor import (
     UnsupportedLikelihood,
 )
 from pymc_minibatch_mh.passes import record_rows
-from pymc_minibatch_mh.row_design import row_supports
 from pymc_minibatch_mh.step_methods.base import (
     COMMON_STATS,
     MinibatchStep,
@@ -126,9 +129,12 @@ class TunaMH(MinibatchStep):
       Bernoulli bound), Categorical-softmax (a bound on the K logits), Normal and
       Student-t with fixed ``sigma``, negative binomial (``mu=pm.math.exp(eta)``) with
       fixed ``alpha``: global bounds;
-    * Poisson with log link, Gamma with a log-link mean (fixed or free shape), Normal /
-      Student-t (fixed ``nu``) with a free scale ``sigma`` shared by all data, negative
-      binomial with a free ``alpha``: bounds on a **trust region**, the ellipsoid of
+    * Poisson with log link, Gamma with a log-link mean (fixed or free shape), Beta with a
+      logit-link mean (fixed or free precision), zero-inflated and hurdle Poisson with
+      a log-link mean (fixed or free ``psi``), Normal /
+      Student-t (fixed ``nu``) with a free scale ``sigma`` shared by all data or one per
+      row whose log is affine (``sigma=pm.math.exp(c + Z @ g)``, ``sigma[group]``),
+      negative binomial with a free ``alpha``: bounds on a **trust region**, the ellipsoid of
       ``trust_radius`` Laplace standard deviations around the reference point.
       Proposals outside it are rejected without reading data, so the chain is exact for
       the posterior restricted to the region; the stat ``region_exits`` counts such
@@ -413,7 +419,10 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
                 f"({self._control_variates_unavailable() or 'control_variates=False'}). Use "
                 "TunaMH() with control variates, or MinibatchBarker / Austere."
             )
-        if not use and not self._user_bound and self._lp.free_scale:
+        free_scale = getattr(self._lp, "free_scale", False) or getattr(
+            self._lp, "row_scales", False
+        )
+        if not use and not self._user_bound and free_scale:
             label, param = family_label(self._lp.family), SCALE_PARAMS[self._lp.family]
             raise UnsupportedBound(
                 f"TunaMH found a {label} likelihood with a free {param}, whose "
@@ -476,7 +485,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         single = getattr(lp, "parts", None) is None and lp.family != "categorical_logit"
         if self.row_cells and single:
             if self._row_supports is None:
-                self._row_supports = (row_supports(lp.design),)
+                self._row_supports = (likelihood_row_supports(lp),)
             cells = row_cells_for(lp, reference, self._laplace_chol, self._row_supports[0])
         try:
             return taylor_remainder_bound(

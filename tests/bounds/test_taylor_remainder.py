@@ -163,6 +163,14 @@ REGION_KINDS = (
     "negbin_free_dispersion",
     "gamma_fixed_shape",
     "gamma_free_shape",
+    "normal_row_scale",
+    "student_t_row_scale",
+    "beta_fixed_precision",
+    "beta_free_precision",
+    "zip_fixed_psi",
+    "zip_free_psi",
+    "hurdle_fixed_psi",
+    "hurdle_free_psi",
 )
 #: Kinds whose bound needs a region because of a free parameter (the others: exp(eta)).
 FREE_KINDS = (
@@ -170,6 +178,11 @@ FREE_KINDS = (
     "student_t_free_scale",
     "negbin_free_dispersion",
     "gamma_free_shape",
+    "normal_row_scale",
+    "student_t_row_scale",
+    "beta_free_precision",
+    "zip_free_psi",
+    "hurdle_free_psi",
 )
 
 
@@ -195,6 +208,40 @@ def _region_model(kind: str):
             y = rng.negative_binomial(2.0, 2.0 / (2.0 + mu))
             alpha = pm.Exponential("alpha", 1.0)
             pm.NegativeBinomial("y", mu=pm.math.exp(a + b * x), alpha=alpha, observed=y)
+        elif kind.startswith(("zip", "hurdle")):
+            # Extreme rows: large counts, zeros where the Poisson mean is large, |x| = 12.
+            x[:4] = [12.0, -12.0, 6.0, -6.0]
+            y = np.where(rng.uniform(size=N) < 0.7, rng.poisson(np.exp(0.4 + 0.3 * x)), 0)
+            y[4:8] = [0, 0, 60, 1]
+            psi = pm.Beta("psi", 2.0, 2.0) if kind.endswith("free_psi") else 0.7
+            dist = pm.ZeroInflatedPoisson if kind.startswith("zip") else pm.HurdlePoisson
+            dist("y", psi=psi, mu=pm.math.exp(a + b * x), observed=y)
+        elif kind.startswith("beta"):
+            # Extreme rows: observations 1e-6 and 1 - 1e-6 (also where the mean is far
+            # from them), |x| = 12.
+            x[:4] = [12.0, -12.0, 6.0, -6.0]
+            mean = special.expit(0.3 + 0.5 * x)
+            y = rng.beta(6.0 * mean, 6.0 * (1.0 - mean))
+            y[4:8] = [1e-6, 1.0 - 1e-6, 1e-6, 1.0 - 1e-6]
+            y = np.clip(y, 1e-9, 1.0 - 1e-9)
+            nu = pm.HalfNormal("nu", 20.0) if kind == "beta_free_precision" else 6.0
+            pm.Beta("y", mu=pm.math.invlogit(a + b * x), nu=nu, observed=y)
+        elif kind.endswith("row_scale"):
+            # Heteroscedastic: log sigma = c + g z, with extreme rows (|x| = 12, |z| = 8,
+            # outlying observations).
+            x[:4] = [12.0, -12.0, 6.0, -6.0]
+            z = rng.normal(size=N)
+            z[4:8] = [8.0, -8.0, 4.0, -4.0]
+            noise = rng.normal(size=N) if kind == "normal_row_scale" else rng.standard_t(3, N)
+            y = 1.0 - 0.5 * x + np.exp(-0.2 + 0.3 * z) * noise
+            y[8:10] += [25.0, -40.0]
+            c = pm.Normal("c", 0, 2)
+            g = pm.Normal("g", 0, 1)
+            sigma = pm.math.exp(c + g * z)
+            if kind == "normal_row_scale":
+                pm.Normal("y", a + b * x, sigma, observed=y)
+            else:
+                pm.StudentT("y", nu=3, mu=a + b * x, sigma=sigma, observed=y)
         else:
             sigma = pm.HalfNormal("sigma", 2)
             noise = rng.normal(size=N) if kind == "normal_free_scale" else rng.standard_t(3, N)
@@ -207,9 +254,9 @@ def _region_model(kind: str):
     return model, map_point
 
 
-@pytest.fixture(scope="module", params=REGION_KINDS)
-def region_case(request):
-    model, map_point = _region_model(request.param)
+def _remainder_case(model, map_point):
+    """``(lp, target, reference, chol)`` at the MAP: the recognised likelihood, the
+    control-variate target, the expansion point and the Laplace covariance's factor."""
     data, lp = _setup(model)
     reference = np.concatenate(
         [np.atleast_1d(map_point[v.name]).astype(float) for v in model.value_vars]
@@ -217,6 +264,25 @@ def region_case(request):
     proxy = full_data_taylor(data, reference)
     target = ControlVariateTarget(data, proxy, compile_residual_diff(data))
     chol = np.linalg.cholesky(np.linalg.inv(-proxy.hessian))
+    return lp, target, reference, chol
+
+
+def _cell_pairs(rng, region):
+    """Points of a cell region (inside every cell's ellipsoid) and random pairs of them."""
+    points = [
+        q
+        for q in _points_in_region(rng, region, fractions=(0.05, 0.3, 0.7, 0.999))
+        if region.contains(q)
+    ]
+    pairs = [(q, points[rng.integers(len(points))]) for q in points]
+    assert len(pairs) > 50
+    return points, pairs
+
+
+@pytest.fixture(scope="module", params=REGION_KINDS)
+def region_case(request):
+    model, map_point = _region_model(request.param)
+    lp, target, reference, chol = _remainder_case(model, map_point)
     bound = taylor_remainder_bound(lp, reference, chol=chol)
     return request.param, target, lp, bound
 
@@ -226,14 +292,19 @@ def _points_in_region(rng, region, fractions, n_points=30):
 
 
 def _worst_ratio(target, bound, pairs) -> float:
-    """max over pairs and data of |R_i(q') - R_i(q)| / (c_i M(q, q'))."""
+    """max over pairs and data of |R_i(q') - R_i(q)| / (c_i M(q, q')), with each row's
+    cell metric ``M_cell(i)`` when the bound has row cells (what the kernel uses)."""
     everything = np.arange(bound.n_data)
+    cells = getattr(bound, "cells", None)
     worst = 0.0
     for q, q_new in pairs:
         if np.array_equal(q, q_new):
             continue  # both sides are 0 up to rounding
         residual = np.abs(target.loglik_diff(q_new, q, everything))
-        allowed = bound.c * bound.metric(q, q_new)
+        if cells is None:
+            allowed = bound.c * bound.metric(q, q_new)
+        else:
+            allowed = bound.c * cells.metrics(q, q_new)[cells.cell_of_row]
         # Rounding of the residuals (~1e-13) is not a violation.
         worst = max(worst, float(np.max((residual - 1e-12) / np.maximum(allowed, 1e-12))))
     return worst
@@ -244,7 +315,8 @@ def test_trust_region_bounds_hold_for_every_datum_on_the_region(region_case, rng
     between points near its boundary; every datum's remainder difference is bounded."""
     kind, target, lp, bound = region_case
     region = bound.region
-    assert region is not None and lp.free_scale == (kind in FREE_KINDS)
+    assert region is not None and (lp.free_scale or lp.row_scales) == (kind in FREE_KINDS)
+    assert lp.row_scales == kind.endswith("row_scale")
     points = list(_points_in_region(rng, region, fractions=(0.05, 0.3, 0.7, 0.999)))
     pairs = []
     for q in points:
@@ -448,25 +520,61 @@ def test_gamma_free_shape_bounds_hold_on_row_cells(rng):
         shape = pm.Exponential("shape", 0.5)
         pm.Gamma("y", alpha=shape, beta=shape / pm.math.exp(a[group] + b * x), observed=y)
         map_point = pm.find_MAP(progressbar=False)
-    data, lp = _setup(model)
-    reference = np.concatenate(
-        [np.atleast_1d(map_point[v.name]).astype(float) for v in model.value_vars]
-    )
-    proxy = full_data_taylor(data, reference)
-    target = ControlVariateTarget(data, proxy, compile_residual_diff(data))
-    chol = np.linalg.cholesky(np.linalg.inv(-proxy.hessian))
+    lp, target, reference, chol = _remainder_case(model, map_point)
     cells = row_cells_for(lp, reference, chol, row_supports(lp.design))
     assert cells is not None
     bound = taylor_remainder_bound(lp, reference, chol=chol, cells=cells)
     region = bound.region
     assert isinstance(region, CellRegion)
-    points = [
-        q
-        for q in _points_in_region(rng, region, fractions=(0.05, 0.3, 0.7, 0.999))
-        if region.contains(q)
-    ]
-    pairs = [(q, points[rng.integers(len(points))]) for q in points]
-    assert len(pairs) > 50
+    points, pairs = _cell_pairs(rng, region)
     worst = _worst_ratio(target, bound, pairs)
     print(f"gamma free shape on cells: worst |dR| / (c M) = {worst:.3g}")
     assert 1e-3 < worst <= 1.0 + 1e-9
+
+
+def test_one_sigma_per_group_bounds_hold_on_row_cells(rng):
+    """A Normal multilevel model with one free sigma per group: each row touches its
+    group's intercept and log sigma, so the cells join both supports; the remainder
+    differences stay bounded on every cell's ellipsoid. Negative control: the cells of
+    the linear predictor alone (without the scale's coordinates) give a bound that fails
+    on the same pairs."""
+    from pymc_minibatch_mh.bounds.row_cells import (
+        CellRegion,
+        likelihood_row_supports,
+        row_cells_for,
+    )
+    from pymc_minibatch_mh.row_design import row_supports
+
+    data_rng = np.random.default_rng(23)
+    group = data_rng.integers(0, 6, N)
+    x = data_rng.normal(size=N)
+    x[:2] = [8.0, -8.0]
+    y = 0.2 * group + 0.5 * x + np.exp(0.1 * group - 0.3) * data_rng.normal(size=N)
+    y[2] += 9.0  # an outlier
+    with pm.Model() as model:
+        a = pm.Normal("a", 0, 2, shape=6)
+        b = pm.Normal("b", 0, 2)
+        sigma = pm.HalfNormal("sigma", 2, shape=6)
+        pm.Normal("y", a[group] + b * x, sigma[group], observed=y)
+        map_point = pm.find_MAP(progressbar=False)
+    lp, target, reference, chol = _remainder_case(model, map_point)
+    assert lp.row_scales
+    supports = likelihood_row_supports(lp)
+    assert supports is not None and supports[0].shape[1] == 3  # a[g], b and log sigma[g]
+    cells = row_cells_for(lp, reference, chol, supports)
+    bound = taylor_remainder_bound(lp, reference, chol=chol, cells=cells)
+    region = bound.region
+    assert isinstance(region, CellRegion) and region.cells.sizes.max() == 3
+    points, pairs = _cell_pairs(rng, region)
+    worst = _worst_ratio(target, bound, pairs)
+    print(f"one sigma per group on cells: worst |dR| / (c M) = {worst:.3g}")
+    assert 1e-3 < worst <= 1.0 + 1e-9
+    # Cells that ignore the scale's coordinates: the metric misses log-sigma moves.
+    wrong_cells = row_cells_for(lp, reference, chol, row_supports(lp.design))
+    wrong = taylor_remainder_bound(lp, reference, chol=chol, cells=wrong_cells)
+    moves = []
+    for q in points:
+        q_new = q.copy()
+        q_new[7:] += 0.5 * rng.standard_normal(6)  # only the log sigmas move
+        moves.append((q, q_new))
+    assert _worst_ratio(target, wrong, moves) > 1.0

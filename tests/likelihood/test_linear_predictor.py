@@ -400,8 +400,149 @@ def test_refuses_a_free_sigma_outside_the_block(data):
     )
 
 
-def test_refuses_a_free_sigma_per_datum(data):
-    message = _refuses(_free_sigma_model(data, "normal", "groups"), "differs between data points")
+@pytest.mark.parametrize("family", ["normal", "student_t"])
+def test_recognises_one_free_sigma_per_group(data, family, rng):
+    """``sigma[group]`` with free group scales: a log-scale design with one coordinate per
+    row (the row's group), self-checked against the model's log-likelihood."""
+    model = _free_sigma_model(data, family, "groups")
+    lp, tall = _recognise(model)
+    assert lp.row_scales and not lp.free_scale and "sigma" not in lp.params
+    q = rng.normal(size=lp.ndim)
+    # q = (beta[0..2], sigma_log__[0..1]): each row reads its group's log sigma.
+    np.testing.assert_allclose(lp.log_scales(q), q[3 + np.arange(N) % 2], atol=1e-12)
+    _assert_matches_tall_data(lp, tall, rng)
+
+
+@pytest.mark.parametrize("family", ["normal", "student_t"])
+def test_recognises_a_log_linear_scale(data, family, rng):
+    """A heteroscedastic regression, ``sigma = exp(c + Z @ g)`` with Z in pm.Data."""
+    x, y = data["x"], data["real"]
+    z = rng.normal(size=(N, 2))
+    with pm.Model() as model:
+        Z = pm.Data("Z", z)
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        c = pm.Normal("c", 0, 1)
+        g = pm.Normal("g", 0, 1, shape=2)
+        sigma = pm.math.exp(c + Z @ g)
+        if family == "normal":
+            pm.Normal("y", x @ beta, sigma, observed=y)
+        else:
+            pm.StudentT("y", nu=4, mu=x @ beta, sigma=sigma, observed=y)
+    lp, tall = _recognise(model)
+    assert lp.row_scales and lp.family == family
+    q = rng.normal(size=lp.ndim)  # (beta[0..2], c, g[0..1])
+    np.testing.assert_allclose(lp.log_scales(q), q[3] + z @ q[4:], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(lp.linear_predictor(q), x @ q[:3], rtol=1e-10, atol=1e-12)
+    _assert_matches_tall_data(lp, tall, rng)
+
+
+def test_refuses_a_scale_per_row_that_is_not_log_linear(data):
+    x, y = data["x"], data["real"]
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        g = pm.Normal("g", 0, 1)
+        pm.Normal("y", x @ beta, 0.5 + pm.math.exp(g * x[:, 0]), observed=y)
+    message = _refuses(model, r"Log\(sigma\) of the Normal likelihood of 'y' is not affine")
+    assert "'g' enter(s) non-linearly" in message and "MinibatchBarker / Austere" in message
+    assert "pm.math.exp(c + Z @ g)" in message
+
+
+def _beta_model(x, y, precision, written="mu_nu", link="logit"):
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        phi = pm.HalfNormal("phi", 10) if precision == "free" else 6.0
+        eta = x @ beta
+        mu = pm.math.invlogit(eta) if link == "logit" else pm.math.invprobit(eta)
+        if written == "mu_nu":
+            pm.Beta("y", mu=mu, nu=phi, observed=y)
+        else:  # alpha and beta by hand
+            pm.Beta("y", alpha=mu * phi, beta=(1 - mu) * phi, observed=y)
+    return model
+
+
+@pytest.mark.parametrize("written", ["mu_nu", "alpha_beta"])
+@pytest.mark.parametrize("precision", ["free", "fixed"])
+def test_recognises_a_beta_regression(data, rng, precision, written):
+    x = data["x"]
+    y = rng.beta(2.0, 3.0, size=N)
+    y[:2] = [1e-6, 1 - 1e-6]
+    lp, tall = _recognise(_beta_model(x, y, precision, written))
+    assert lp.family == "beta_logit" and lp.free_scale == (precision == "free")
+    q = rng.normal(size=lp.ndim)
+    np.testing.assert_allclose(lp.linear_predictor(q), x @ q[:P], rtol=1e-10, atol=1e-12)
+    nu = np.exp(q[P]) if precision == "free" else 6.0
+    mu = special.expit(x @ q[:P])
+    expected = stats.beta.logpdf(y, mu * nu, (1 - mu) * nu)
+    np.testing.assert_allclose(lp.loglik(q), expected, rtol=1e-8)
+    _assert_matches_tall_data(lp, tall, rng)
+
+
+def test_refuses_a_beta_regression_without_a_logit_link(data, rng):
+    model = _beta_model(data["x"], rng.beta(2.0, 3.0, size=N), "free", link="probit")
+    message = _refuses(model, r"is a Beta distribution \(pm.Beta\), but not a regression on")
+    assert "mu=pm.math.invlogit(eta), nu=precision" in message
+
+
+def test_refuses_beta_observations_outside_the_unit_interval(data, rng):
+    y = rng.beta(2.0, 3.0, size=N)
+    y[7] = 1.0
+    _refuses(_beta_model(data["x"], y, "free"), "strictly between 0 and 1; row 7 is 1.0")
+
+
+def _zip_model(x, y, psi, written="zip"):
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        psi = pm.Beta("psi", 2, 2) if psi == "free" else 0.7
+        mu = pm.math.exp(x @ beta)
+        if written == "zip":
+            pm.ZeroInflatedPoisson("y", psi=psi, mu=mu, observed=y)
+        elif written == "hurdle":
+            pm.HurdlePoisson("y", psi=psi, mu=mu, observed=y)
+        else:  # the same mixture by hand, the Poisson component first
+            components = [pm.Poisson.dist(mu=mu), pm.DiracDelta.dist(0)]
+            pm.Mixture("y", w=pm.math.stack([psi, 1 - psi]), comp_dists=components, observed=y)
+    return model
+
+
+@pytest.mark.parametrize("written", ["zip", "mixture"])
+@pytest.mark.parametrize("psi", ["free", "fixed"])
+def test_recognises_a_zero_inflated_poisson(data, rng, psi, written):
+    x = data["x"]
+    y = np.where(rng.uniform(size=N) < 0.6, rng.poisson(2.0, N), 0)
+    lp, tall = _recognise(_zip_model(x, y, psi, written))
+    assert lp.family == "zip_log" and lp.free_scale == (psi == "free")
+    q = rng.normal(size=lp.ndim)
+    p = special.expit(q[P]) if psi == "free" else 0.7
+    mu = np.exp(x @ q[:P])
+    expected = np.where(
+        y == 0, np.log((1 - p) + p * np.exp(-mu)), np.log(p) + stats.poisson.logpmf(y, mu)
+    )
+    np.testing.assert_allclose(lp.loglik(q), expected, rtol=1e-9)
+    _assert_matches_tall_data(lp, tall, rng)
+
+
+@pytest.mark.parametrize("psi", ["free", "fixed"])
+def test_recognises_a_hurdle_poisson(data, rng, psi):
+    x = data["x"]
+    y = np.where(rng.uniform(size=N) < 0.6, rng.poisson(2.0, N), 0)
+    lp, tall = _recognise(_zip_model(x, y, psi, "hurdle"))
+    assert lp.family == "hurdle_poisson_log" and lp.free_scale == (psi == "free")
+    q = rng.normal(size=lp.ndim)
+    p = special.expit(q[P]) if psi == "free" else 0.7
+    mu = np.exp(x @ q[:P])
+    positive = np.log(p) + stats.poisson.logpmf(y, mu) - np.log1p(-np.exp(-mu))
+    np.testing.assert_allclose(lp.loglik(q), np.where(y == 0, np.log1p(-p), positive), rtol=1e-9)
+    _assert_matches_tall_data(lp, tall, rng)
+
+
+def test_refuses_a_free_dispersion_per_datum(data):
+    """A negative-binomial dispersion per group is still refused, in words."""
+    x, y = data["x"], data["counts"]
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        alpha = pm.HalfNormal("alpha", 1, shape=2)[np.arange(N) % 2]
+        pm.NegativeBinomial("y", mu=pm.math.exp(x @ beta), alpha=alpha, observed=y)
+    message = _refuses(model, "differs between data points")
     assert "TunaMH, FlyMC" in message and "MinibatchBarker or Austere" in message
     assert "TunaMH's bounds" not in message  # a FlyMC user reads this message too
 
@@ -720,8 +861,8 @@ def _zero_inflated(data):
     with pm.Model() as model:
         beta = pm.Normal("beta", 0, 1, shape=P)
         psi = pm.Beta("psi", 2, 2)
-        pm.ZeroInflatedPoisson(
-            "y", psi=psi, mu=pm.math.exp(data["x"] @ beta), observed=data["counts"]
+        pm.ZeroInflatedNegativeBinomial(
+            "y", psi=psi, mu=pm.math.exp(data["x"] @ beta), alpha=2.0, observed=data["counts"]
         )
     return model
 
@@ -730,25 +871,30 @@ def _hurdle(data):
     with pm.Model() as model:
         beta = pm.Normal("beta", 0, 1, shape=P)
         psi = pm.Beta("psi", 2, 2)
-        pm.HurdlePoisson("y", psi=psi, mu=pm.math.exp(data["x"] @ beta), observed=data["counts"])
+        pm.HurdleNegativeBinomial(
+            "y", psi=psi, mu=pm.math.exp(data["x"] @ beta), alpha=2.0, observed=data["counts"]
+        )
     return model
 
 
-def _beta_regression(data):
-    y = special.expit(data["real"])
+def _lognormal_regression(data):
+    y = np.exp(data["real"])
     with pm.Model() as model:
         beta = pm.Normal("beta", 0, 1, shape=P)
-        phi = pm.HalfNormal("phi", 10)
-        pm.Beta("y", mu=pm.math.invlogit(data["x"] @ beta), nu=phi, observed=y)
+        sigma = pm.HalfNormal("sigma", 1)
+        pm.LogNormal("y", mu=data["x"] @ beta, sigma=sigma, observed=y)
     return model
 
 
 @pytest.mark.parametrize(
     ("build", "phrase"),
     [
-        (_zero_inflated, r"a mixture \(pm.Mixture, or a zero-inflated .*components: Poisson"),
-        (_hurdle, r"a hurdle distribution \(pm.HurdlePoisson"),
-        (_beta_regression, r"a Beta distribution \(pm.Beta\)"),
+        (
+            _zero_inflated,
+            r"a mixture \(pm.Mixture, or a zero-inflated .*components: NegativeBinomial",
+        ),
+        (_hurdle, r"a hurdle distribution \(pm.HurdleNegativeBinomial"),
+        (_lognormal_regression, r"a LogNormal distribution \(pm.LogNormal\)"),
     ],
 )
 def test_unsupported_distributions_are_named_as_the_user_wrote_them(data, build, phrase):

@@ -160,3 +160,36 @@ def grid_moments(axes: dict[str, np.ndarray], logp: np.ndarray) -> tuple[dict, d
         name_b: float(np.sqrt(np.sum(w * (qb - mean[name_b]) ** 2))),
     }
     return mean, sd
+
+
+def grid_z_failures(case: dict, step, *, draws: int, seed: int, z_tol: float = 4.0) -> dict:
+    """Sample ``case["model"]`` with ``step`` (2 chains, 1000 tuning steps) and return the
+    variables whose mean or sd is ``z_tol`` Monte Carlo standard errors or more away from
+    the grid's ``case["mean"]`` / ``case["sd"]`` (the sd's standard error taken as
+    ``sd / sqrt(2 ESS_sd)``), with their z-scores."""
+    import pymc as pm
+
+    with case["model"]:
+        idata = pm.sample(
+            step=step,
+            draws=draws,
+            tune=1000,
+            chains=2,
+            cores=2,
+            random_seed=seed,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    post = posterior_of(idata)
+    z = {}
+    for name in case["mean"]:
+        values = np.asarray(post[name])
+        sd = values.std()
+        mcse_mean = sd / np.sqrt(float(az.ess(values, method="mean")))
+        mcse_sd = sd / np.sqrt(2.0 * float(az.ess(values, method="sd")))
+        z[name] = (
+            (values.mean() - case["mean"][name]) / mcse_mean,
+            (sd - case["sd"][name]) / mcse_sd,
+        )
+    print(case.get("label", ""), "z-scores (mean, sd):", z)
+    return {k: v for k, v in z.items() if max(abs(v[0]), abs(v[1])) >= z_tol}

@@ -3,7 +3,9 @@
 Acceptance suite for the steps' defaults (``slow``; run with ``-m slow``). The models are
 in :mod:`.user_models`: logistic regression (N = 50,000), linear regression with a free
 sigma, Poisson, negative binomial, Binomial (1-20 trials per row) and Gamma (log link,
-free shape) regressions, centred
+free shape) regressions, a heteroscedastic linear regression (log sigma linear in the
+covariates), a Beta regression (logit mean, free precision), zero-inflated and hurdle Poisson
+regressions (free psi), centred
 and non-centred hierarchical models (20 groups, with a Deterministic), MvNormal rows with
 an LKJ prior, Student-t regression with a free sigma, two observed variables per row
 (Poisson and Normal with a free sigma, one shared coefficient) (N = 20,000; LKJ 5,000),
@@ -61,11 +63,26 @@ _OUTSIDE_TUNA_AND_FLYMC = (
     "student_t",
     "two_outcomes",
     "gauss_mix",
+    "hetero",
+    "beta",
+    "zip",
+    "hurdle",
 )
 #: Models the exact steps sample besides the logistic regression (bounds on a trust region
 #: for free scales and Poisson; FlyMC's negative binomial bound is global).
 _IN_FAMILY = {
-    "TunaMH": ("linear", "poisson", "negbin", "student_t", "two_outcomes", "hier_centred"),
+    "TunaMH": (
+        "linear",
+        "poisson",
+        "negbin",
+        "student_t",
+        "two_outcomes",
+        "hier_centred",
+        "hetero",
+        "beta",
+        "zip",
+        "hurdle",
+    ),
     "FlyMC": ("linear", "poisson", "negbin", "student_t", "two_outcomes", "hier_centred"),
 }
 EXPECTED_REFUSALS: dict[tuple[str, str], str | None] = {

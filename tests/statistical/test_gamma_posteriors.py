@@ -10,7 +10,6 @@ check.
 
 import math
 
-import arviz as az
 import numpy as np
 import pymc as pm
 import pytest
@@ -18,11 +17,10 @@ from scipy import special
 
 from pymc_minibatch_mh import FlyMC, TunaMH
 
-from .agreement import grid_moments, posterior_of
+from .agreement import grid_moments, grid_z_failures
 
 N_ROWS, PRIOR_SD, SHAPE_RATE = 300, 3.0, 0.5
 Z_TOL = 4.0
-SAMPLE = {"progressbar": False, "compute_convergence_checks": False}
 
 
 def _data():
@@ -93,25 +91,7 @@ def fixed_shape_grid():
 
 
 def _z_failures(case, step) -> dict:
-    """Variables whose mean or sd is ``Z_TOL`` Monte Carlo standard errors or more away
-    from the grid's (the sd's standard error taken as ``sd / sqrt(2 ESS_sd)``)."""
-    with case["model"]:
-        idata = pm.sample(
-            step=step, draws=12_000, tune=1000, chains=2, cores=2, random_seed=78, **SAMPLE
-        )
-    post = posterior_of(idata)
-    z = {}
-    for name in case["mean"]:
-        draws = np.asarray(post[name])
-        sd = draws.std()
-        mcse_mean = sd / math.sqrt(float(az.ess(draws, method="mean")))
-        mcse_sd = sd / math.sqrt(2.0 * float(az.ess(draws, method="sd")))
-        z[name] = (
-            (draws.mean() - case["mean"][name]) / mcse_mean,
-            (sd - case["sd"][name]) / mcse_sd,
-        )
-    print("z-scores (mean, sd):", z)
-    return {k: v for k, v in z.items() if max(abs(v[0]), abs(v[1])) >= Z_TOL}
+    return grid_z_failures(case, step, draws=12000, seed=78, z_tol=Z_TOL)
 
 
 @pytest.mark.slow

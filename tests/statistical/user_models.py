@@ -385,6 +385,126 @@ def build_gamma(n: int | None = None) -> UserCase:
     return UserCase("gamma", model, ["intercept", "beta", "shape"], n, True, nuts_seed=6106)
 
 
+def build_beta(n: int | None = None) -> UserCase:
+    """Beta regression: logit-link mean, free precision, ``pm.Data`` covariates and some
+    observations near 0 and 1 (N = 20,000).
+
+    Parameters
+    ----------
+    n : int, optional
+        Number of data points; default 20,000.
+
+    Returns
+    -------
+    UserCase
+    """
+    n = N_TALL if n is None else n
+    rng = np.random.default_rng(5112)
+    x = rng.normal(size=(n, 2))
+    mean = 1.0 / (1.0 + np.exp(-(-0.3 + x @ np.array([0.7, 0.4]))))
+    y = np.clip(rng.beta(10.0 * mean, 10.0 * (1.0 - mean)), 1e-6, 1.0 - 1e-6)
+    with pm.Model() as model:
+        X = pm.Data("X", x)
+        intercept = pm.Normal("intercept", 0.0, 2.0)
+        beta = pm.Normal("beta", 0.0, 1.0, shape=2)
+        precision = pm.HalfNormal("precision", 30.0)
+        pm.Beta("y", mu=pm.math.invlogit(intercept + X @ beta), nu=precision, observed=y)
+    return UserCase("beta", model, ["intercept", "beta", "precision"], n, True, nuts_seed=6112)
+
+
+def build_zip(n: int | None = None) -> UserCase:
+    """Zero-inflated Poisson regression: a free inflation ``psi`` (Beta prior) and a
+    log-link mean, ``pm.Data`` covariates (N = 20,000).
+
+    Parameters
+    ----------
+    n : int, optional
+        Number of data points; default 20,000.
+
+    Returns
+    -------
+    UserCase
+    """
+    n = N_TALL if n is None else n
+    rng = np.random.default_rng(5113)
+    x = rng.normal(size=(n, 2))
+    mean = np.exp(0.4 + x @ np.array([0.5, -0.3]))
+    y = np.where(rng.uniform(size=n) < 0.75, rng.poisson(mean), 0)
+    with pm.Model() as model:
+        X = pm.Data("X", x)
+        intercept = pm.Normal("intercept", 0.0, 2.0)
+        beta = pm.Normal("beta", 0.0, 1.0, shape=2)
+        psi = pm.Beta("psi", 2.0, 2.0)
+        pm.ZeroInflatedPoisson("y", psi=psi, mu=pm.math.exp(intercept + X @ beta), observed=y)
+    return UserCase("zip", model, ["intercept", "beta", "psi"], n, True, nuts_seed=6113)
+
+
+def build_hurdle(n: int | None = None) -> UserCase:
+    """Hurdle Poisson regression: a free probability ``psi`` of a positive count (Beta
+    prior) and a log-link mean of the zero-truncated counts, ``pm.Data`` covariates
+    (N = 20,000).
+
+    Parameters
+    ----------
+    n : int, optional
+        Number of data points; default 20,000.
+
+    Returns
+    -------
+    UserCase
+    """
+    n = N_TALL if n is None else n
+    rng = np.random.default_rng(5114)
+    x = rng.normal(size=(n, 2))
+    mean = np.exp(0.6 + x @ np.array([0.4, -0.3]))
+    counts = rng.poisson(mean)
+    while np.any(counts == 0):  # zero-truncated: redraw the zeros
+        zeros = counts == 0
+        counts[zeros] = rng.poisson(mean[zeros])
+    y = np.where(rng.uniform(size=n) < 0.6, counts, 0)
+    with pm.Model() as model:
+        X = pm.Data("X", x)
+        intercept = pm.Normal("intercept", 0.0, 2.0)
+        beta = pm.Normal("beta", 0.0, 1.0, shape=2)
+        psi = pm.Beta("psi", 2.0, 2.0)
+        pm.HurdlePoisson("y", psi=psi, mu=pm.math.exp(intercept + X @ beta), observed=y)
+    return UserCase("hurdle", model, ["intercept", "beta", "psi"], n, True, nuts_seed=6114)
+
+
+def build_hetero(n: int | None = None) -> UserCase:
+    """Heteroscedastic linear regression: the mean and ``log sigma`` both linear in the
+    same ``pm.Data`` covariates, ``sigma = pm.math.exp(c + X @ g)`` (N = 20,000).
+
+    Parameters
+    ----------
+    n : int, optional
+        Number of data points; default 20,000.
+
+    Returns
+    -------
+    UserCase
+    """
+    n = N_TALL if n is None else n
+    rng = np.random.default_rng(5111)
+    x = rng.normal(size=(n, 2))
+    sigma = np.exp(-0.2 + x @ np.array([0.3, -0.15]))
+    y = 1.0 + x @ np.array([0.8, -0.4]) + sigma * rng.normal(size=n)
+    with pm.Model() as model:
+        X = pm.Data("X", x)
+        intercept = pm.Normal("intercept", 0.0, 2.0)
+        beta = pm.Normal("beta", 0.0, 1.0, shape=2)
+        log_sigma_0 = pm.Normal("log_sigma_0", 0.0, 1.0)
+        gamma = pm.Normal("gamma", 0.0, 0.5, shape=2)
+        pm.Normal(
+            "y",
+            mu=intercept + X @ beta,
+            sigma=pm.math.exp(log_sigma_0 + X @ gamma),
+            observed=y,
+        )
+    names = ["intercept", "beta", "log_sigma_0", "gamma"]
+    return UserCase("hetero", model, names, n, True, nuts_seed=6111)
+
+
 def build_two_outcomes(n: int | None = None) -> UserCase:
     """Two observed variables per row (N = 20,000): a count ``visits ~ Poisson`` and a
     Normal ``spend`` with a free scale, sharing the covariates and one coefficient.
@@ -621,6 +741,10 @@ BUILDERS: dict[str, Callable[..., UserCase]] = {
     "negbin": build_negbin,
     "binomial": build_binomial,
     "gamma": build_gamma,
+    "hetero": build_hetero,
+    "beta": build_beta,
+    "zip": build_zip,
+    "hurdle": build_hurdle,
     "hier_centred": build_hier_centred,
     "hier_noncentred": build_hier_noncentred,
     "lkj_mvnormal": build_lkj_mvnormal,

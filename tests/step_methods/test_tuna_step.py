@@ -471,6 +471,35 @@ def test_a_free_scale_gets_a_trust_region_bound(rng):
     assert wider.bound.region.radius == 20.0 and wider.bound.C > step.bound.C
 
 
+def _heteroscedastic_model(rng, n=300):
+    """sigma = exp(c + g x): a scale per row whose log is affine in (c, g)."""
+    x = rng.normal(size=n)
+    with pm.Model() as model:
+        b = pm.Normal("b", 0, 1)
+        c = pm.Normal("c", 0, 1)
+        g = pm.Normal("g", 0, 1)
+        y = x + np.exp(0.2 * x) * rng.normal(size=n)
+        pm.Normal("y", b * x, pm.math.exp(c + g * x), observed=y)
+    return model
+
+
+def test_a_scale_per_row_gets_a_trust_region_bound_and_samples(rng):
+    with _heteroscedastic_model(rng):
+        step = TunaMH(progressbar=False)
+        idata = pm.sample(step=step, draws=200, tune=200, chains=1, random_seed=5, **QUIET)
+    assert step._exact_sum is None  # no closed-form sum: sigma differs between rows
+    assert "sigma differs between rows" in step.exact_sum_unavailable
+    assert step.bound.region is not None
+    assert "log-linear scale per row" in step.bound.description
+    stats = group(idata, "sample_stats")
+    assert float(np.mean(stats["accepted"])) > 0.2
+
+
+def test_a_scale_per_row_without_control_variates_is_refused(rng, no_map_search):
+    with _heteroscedastic_model(rng), pytest.raises(UnsupportedBound, match="free sigma"):
+        TunaMH(control_variates=False, progressbar=False)
+
+
 def test_proposals_outside_the_trust_region_are_rejected_without_data(rng):
     with _free_sigma_model(rng, likelihood="student_t"):
         step = TunaMH(trust_radius=0.5, steps_per_draw=1, progressbar=False)
