@@ -238,6 +238,13 @@ def _recognise_scalar(
     if fixed:
         values = ctx.compile(list(fixed.values()))(ctx.q0)
         for param_name, value in zip(fixed, values, strict=True):
+            odds = np.asarray(value, dtype=np.float64)
+            if family in _USER_PARAMS and not np.all((odds > 0) & np.isfinite(odds)):
+                raise UnsupportedLikelihood(
+                    f"psi of the {family_label(family)} likelihood of {name!r} must be "
+                    "strictly between 0 and 1 (the probability of the Poisson part); with "
+                    "psi = 1 write `pm.Poisson(..., mu=pm.math.exp(eta))`."
+                )
             params[param_name] = _as_param(value, param_name, name, n_data)
     scale = {}
     if scale_graph is not None:
@@ -262,6 +269,12 @@ def _recognise_scalar(
     )
 
 
+#: The parameter as the user wrote it where the recogniser works with another (the odds
+#: ``psi / (1 - psi)`` of the zero-inflated and hurdle Poisson).
+_USER_PARAMS = {"zip_log": "psi", "hurdle_poisson_log": "psi"}
+#: A prior for the free parameter in messages (PyMC samples it on the recognised scale).
+_PRIOR_EXAMPLES = {"zip_log": "pm.Beta", "hurdle_poisson_log": "pm.Beta"}
+
 #: How to write a family so that its second parameter is one value for all rows.
 _PARAM_HINTS = {
     "gamma_log": (
@@ -278,8 +291,10 @@ def _recognise_log_scale(ctx: _Context, family: str, sigma: Variable) -> dict:
     ``scale_design`` and ``scale_offsets`` when it differs between rows (a regression on
     ``log sigma``, Normal and Student-t only)."""
     name = ctx.rv.name
-    param = SCALE_PARAMS[family]
-    what = f"log({param}) of the {family_label(family)} likelihood of {name!r}"
+    param = _USER_PARAMS.get(family, SCALE_PARAMS[family])
+    what = f"log({SCALE_PARAMS[family]}) of the {family_label(family)} likelihood of {name!r}"
+    if family in _USER_PARAMS:
+        what = f"logit({param}) of the {family_label(family)} likelihood of {name!r}"
     _refuse_outside_block(ctx, sigma, what)
     log_sigma = pt.log(sigma)
     scale_fn = ctx.compile([log_sigma])
@@ -301,7 +316,9 @@ def _recognise_log_scale(ctx: _Context, family: str, sigma: Variable) -> dict:
             f"variables and differs between data points ({offset.size} values: per group, or "
             f"a regression on {param}). The exact steps' automatic bounds (TunaMH, FlyMC) "
             f"cover one free {param} shared by all data (e.g. `{param} = "
-            f"pm.HalfNormal('{param}', 1)`); when {param} varies between rows use "
+            f"{_PRIOR_EXAMPLES.get(family, 'pm.HalfNormal')}('{param}', "
+            f"{'2, 2' if family in _USER_PARAMS else '1'})`); when {param} varies between "
+            "rows use "
             "MinibatchBarker or Austere. " + _PARAM_HINTS.get(family, "") + _BOUNDS_HINT
         )
     row, base = jac[0], float(offset[0])

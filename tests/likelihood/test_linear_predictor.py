@@ -521,6 +521,32 @@ def test_recognises_a_zero_inflated_poisson(data, rng, psi, written):
     _assert_matches_tall_data(lp, tall, rng)
 
 
+def test_refuses_a_zero_inflation_per_row_naming_psi(data, rng):
+    """psi as a regression: refused in the user's parameter (psi), not the recogniser's
+    (its odds)."""
+    x = data["x"]
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        g = pm.Normal("g", 0, 1)
+        pm.ZeroInflatedPoisson(
+            "y",
+            psi=pm.math.invlogit(g * x[:, 0]),
+            mu=pm.math.exp(x @ beta),
+            observed=rng.poisson(1.0, N),
+        )
+    message = _refuses(model, "psi of the ZeroInflatedPoisson likelihood of 'y' depends on")
+    assert "pm.Beta('psi', 2, 2)" in message and "odds" not in message
+
+
+@pytest.mark.parametrize("dist", [pm.ZeroInflatedPoisson, pm.HurdlePoisson])
+def test_refuses_a_fixed_psi_of_one_in_words(data, rng, dist):
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        dist("y", psi=1.0, mu=pm.math.exp(data["x"] @ beta), observed=rng.poisson(1.0, N))
+    message = _refuses(model, "psi of the .* must be strictly between 0 and 1")
+    assert "odds" not in message and "pm.Poisson" in message
+
+
 @pytest.mark.parametrize("psi", ["free", "fixed"])
 def test_recognises_a_hurdle_poisson(data, rng, psi):
     x = data["x"]
