@@ -30,8 +30,6 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-#: sup |sigmoid'''|, sup |sigmoid''| and sup |sigmoid'|.
-SIGMOID_D3, SIGMOID_D2, SIGMOID_D1 = 0.125, float(np.sqrt(3.0) / 18.0), 0.25
 #: Safety factor on the numerically found suprema (refined to ~1e-8 relative).
 _MARGIN = 1.001
 #: Grid points per axis of the box searched for the suprema.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pymc_minibatch_mh.bounds.beta_curvature import SIGMOID_D2
+from pymc_minibatch_mh.bounds.sigmoid_derivatives import SIGMOID_D2
 
 
 def truncation_third_derivative(eta):

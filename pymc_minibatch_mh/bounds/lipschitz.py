@@ -256,7 +256,7 @@ class LipschitzBound:
             the constants overflow.
         """
         family = lp.family
-        if getattr(lp, "free_scale", False) or getattr(lp, "row_scales", False):
+        if getattr(lp, "scale_is_free", False):
             raise UnsupportedBound(
                 f"The {family} likelihood has a free scale sigma: the log-likelihood is not "
                 "Lipschitz in log(sigma) on an unbounded space, so TunaMH without control "

@@ -112,13 +112,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import linalg, special
 
-from pymc_minibatch_mh.bounds.beta_curvature import (
-    SIGMOID_D1,
-    SIGMOID_D2,
-    SIGMOID_D3,
-    beta_a_suprema,
-    beta_row_terms,
-)
+from pymc_minibatch_mh.bounds.beta_curvature import beta_a_suprema, beta_row_terms
 from pymc_minibatch_mh.bounds.hurdle_curvature import (
     hurdle_third_derivatives,
     truncation_third_derivative,
@@ -130,6 +124,7 @@ from pymc_minibatch_mh.bounds.lipschitz import (
     _row_norms,
 )
 from pymc_minibatch_mh.bounds.row_cells import CellRegion, RowCells
+from pymc_minibatch_mh.bounds.sigmoid_derivatives import SIGMOID_D1, SIGMOID_D2, SIGMOID_D3
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
 from pymc_minibatch_mh.bounds.zip_curvature import zip_third_derivatives
 from pymc_minibatch_mh.passes import record_rows
@@ -138,7 +133,8 @@ from pymc_minibatch_mh.row_design import design_rows
 if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path)
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
 
-LOGISTIC_THIRD_DERIVATIVE = math.sqrt(3.0) / 18.0
+#: ``sup |d^3/d eta^3 log sigmoid(eta)| = sup |sigmoid''|`` (the Bernoulli-logit ``L3``).
+LOGISTIC_THIRD_DERIVATIVE = SIGMOID_D2
 #: ``T3`` of the softmax log-likelihood in the Euclidean norm of the K logits (global).
 SOFTMAX_THIRD_DERIVATIVE = 2.0 * math.sqrt(2.0) * LOGISTIC_THIRD_DERIVATIVE
 
@@ -181,6 +177,9 @@ REMAINDER_FAMILIES = (
 #: Families whose third derivative grows without bound in ``eta`` (bounded on a region);
 #: the Beta's is bounded on a region by a numerical supremum over the region's box.
 UNBOUNDED_CURVATURE = ("poisson_log", "gamma_log", "beta_logit", "zip_log", "hurdle_poisson_log")
+#: Families whose linear predictor is a location and whose free parameter a scale: their
+#: ``eta`` channel is measured in units of the reference scale.
+LOCATION_SCALE = ("normal", "student_t")
 # Safety factor on numerically found suprema (they are found to ~1e-10 relative).
 _SUPREMUM_MARGIN = 1.001
 
@@ -188,12 +187,10 @@ _SUPREMUM_MARGIN = 1.001
 def needs_region(lp: LinearPredictorLikelihood) -> bool:
     """Whether the remainder bound of ``lp`` holds only on a trust region."""
     parts = getattr(lp, "parts", (lp,))
-    return any(part.family in UNBOUNDED_CURVATURE or _scale_is_free(part) for part in parts)
-
-
-def _scale_is_free(lp) -> bool:
-    """One free scale for all rows, or a scale per row (heteroscedastic)."""
-    return bool(getattr(lp, "free_scale", False) or getattr(lp, "row_scales", False))
+    return any(
+        part.family in UNBOUNDED_CURVATURE or getattr(part, "scale_is_free", False)
+        for part in parts
+    )
 
 
 def remainder_bound_unavailable(lp) -> str | None:
@@ -406,21 +403,19 @@ def taylor_remainder_bound(
         else:
             margin = max(radius - math.sqrt(reference.size), 1.0)
             region = CellRegion.around(cells, chol, margin)
-    if _scale_is_free(lp):
+    if getattr(lp, "scale_is_free", False):
         c = _free_scale_constants(lp, region)
     else:
         norms = _row_norms(lp.design, chol)
         if lp.family == "poisson_log":
-            eta = lp.linear_predictor(reference)
-            record_rows(lp.n_data, lp.n_data)
+            _, eta_hi = _eta_ranges(lp, region, norms)
             with np.errstate(over="ignore"):
-                l3 = np.exp(eta + region.row_radii() * norms)
+                l3 = np.exp(eta_hi)
         elif lp.family == "gamma_log":
-            eta = lp.linear_predictor(reference)
-            record_rows(lp.n_data, lp.n_data)
+            eta_lo, _ = _eta_ranges(lp, region, norms)
             y = np.asarray(lp.observed, dtype=np.float64)
             with np.errstate(over="ignore"):
-                l3 = lp.params["alpha"] * y * np.exp(region.row_radii() * norms - eta)
+                l3 = lp.params["alpha"] * y * np.exp(-eta_lo)
         elif lp.family == "beta_logit":
             l3 = _beta_fixed_precision_l3(lp, region, norms)
         elif lp.family in ("zip_log", "hurdle_poisson_log"):
@@ -524,10 +519,8 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
             xsz[start : start + _CHUNK_ROWS] = block @ lz
     s_half = rho * np.sqrt(czz)
     # Channel units: eta in units of the reference sigma (location-scale families); the
-    # negative binomial's, the Gamma's and the Beta's channels (eta, log of the second
-    # parameter) are used as they are.
-    unscaled = ("negative_binomial", "gamma_log", "beta_logit", "zip_log", "hurdle_poisson_log")
-    w = 1.0 if lp.family in unscaled else np.exp(-s_star)
+    # other families' channels (eta, log or logit of the second parameter) as they are.
+    w = np.exp(-s_star) if lp.family in LOCATION_SCALE else 1.0
     big_e = np.exp(s_half)  # largest e^{-delta} on the region
     g11, g12 = w * w * xsx, w * xsz
     half_trace, half_gap = 0.5 * (g11 + czz), 0.5 * (g11 - czz)
@@ -561,12 +554,9 @@ def _negative_binomial_t3(lp, region: TrustRegion, eta_sd, t_star, t_half) -> np
     """Frobenius bound of the third derivatives of the negative binomial log-likelihood in
     ``(eta, t = log alpha)`` over the trust region (see the module docstring)."""
     y = np.asarray(lp.observed, dtype=np.float64)
-    eta = lp.linear_predictor(region.centre)
-    record_rows(y.size, y.size)
+    eta_lo, eta_hi = _eta_ranges(lp, region, eta_sd)
     with np.errstate(over="ignore"):
-        rho = region.row_radii()
-        mu_lo = np.exp(eta - rho * eta_sd)
-        mu_hi = np.exp(eta + rho * eta_sd)
+        mu_lo, mu_hi = np.exp(eta_lo), np.exp(eta_hi)
     alpha_lo, alpha_hi = np.exp(t_star - t_half), np.exp(t_star + t_half)
     k = LOGISTIC_THIRD_DERIVATIVE  # sup |p q (q - p)| = sqrt(3) / 18
     eee = (alpha_hi + y) * k
@@ -599,12 +589,10 @@ def _gamma_t3(lp, region: TrustRegion, eta_sd, t_star, t_half) -> np.ndarray:
     its largest value on a dense grid of ``log alpha`` (refined, times a small margin).
     """
     y = np.asarray(lp.observed, dtype=np.float64)
-    eta = lp.linear_predictor(region.centre)
-    record_rows(y.size, y.size)
+    eta_lo, eta_hi = _eta_ranges(lp, region, eta_sd)
     with np.errstate(over="ignore", divide="ignore"):
-        rho = region.row_radii()
-        u_lo = y * np.exp(-eta - rho * eta_sd)
-        u_hi = y * np.exp(-eta + rho * eta_sd)
+        u_lo = y * np.exp(-eta_hi)
+        u_hi = y * np.exp(-eta_lo)
         gap = np.maximum(u_lo - 1.0 - np.log(u_lo), u_hi - 1.0 - np.log(u_hi))
     # One range of log alpha for all rows: the widest (cells give one radius per row).
     t_half = float(np.max(t_half))
@@ -615,12 +603,19 @@ def _gamma_t3(lp, region: TrustRegion, eta_sd, t_star, t_half) -> np.ndarray:
     return np.sqrt(eee**2 + 3.0 * eet**2 + 3.0 * ett**2 + ttt**2)
 
 
-def _eta_box(lp, region: TrustRegion, eta_sd) -> tuple[float, float]:
-    """The smallest and largest linear predictor of any row on the region."""
+def _eta_ranges(lp, region: TrustRegion, eta_sd) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's smallest and largest linear predictor on the region: its value at the
+    centre minus and plus the region's radius times ``eta_sd`` (the row's whitened norm)."""
     eta = lp.linear_predictor(region.centre)
     record_rows(lp.n_data, lp.n_data)
     reach = region.row_radii() * eta_sd
-    return float(np.min(eta - reach)), float(np.max(eta + reach))
+    return eta - reach, eta + reach
+
+
+def _eta_box(lp, region: TrustRegion, eta_sd) -> tuple[float, float]:
+    """The smallest and largest linear predictor of any row on the region."""
+    eta_lo, eta_hi = _eta_ranges(lp, region, eta_sd)
+    return float(np.min(eta_lo)), float(np.max(eta_hi))
 
 
 def _beta_fixed_precision_l3(lp, region: TrustRegion, eta_sd) -> np.ndarray:
@@ -658,11 +653,9 @@ def _zip_t3(lp, region: TrustRegion, eta_sd, t_star, t_half) -> np.ndarray:
     the region, per row: ``|f_eee|`` with fixed odds (``t_star`` None), else the Frobenius
     bound in ``(eta, t = log odds)`` (:mod:`pymc_minibatch_mh.bounds.zip_curvature`,
     :mod:`pymc_minibatch_mh.bounds.hurdle_curvature`)."""
-    eta = lp.linear_predictor(region.centre)
-    record_rows(lp.n_data, lp.n_data)
-    reach = region.row_radii() * eta_sd
+    eta_lo, eta_hi = _eta_ranges(lp, region, eta_sd)
     with np.errstate(over="ignore"):
-        mu_lo, mu_hi = np.exp(eta - reach), np.exp(eta + reach)
+        mu_lo, mu_hi = np.exp(eta_lo), np.exp(eta_hi)
     if lp.family == "hurdle_poisson_log":
         eee, ttt = hurdle_third_derivatives(lp.observed, mu_hi, truncation_constant())
         return eee if t_star is None else np.sqrt(eee**2 + ttt**2)

@@ -269,9 +269,7 @@ class LinearPredictorLikelihood:
         rows = slice(None) if idx is None else np.asarray(idx)
         if self.family == "categorical_logit":
             return self.design[rows] @ self.coefficients(q) + self.offset[rows]
-        if isinstance(self.design, RowDesign):
-            return self.design.dot(q, None if idx is None else rows) + self.offset[rows]
-        return self.design[rows] @ q + self.offset[rows]
+        return _affine_rows(self.design, self.offset, q, idx)
 
     @property
     def free_scale(self) -> bool:
@@ -285,17 +283,18 @@ class LinearPredictorLikelihood:
         scale_offsets`` (a heteroscedastic Normal or Student-t)."""
         return self.scale_design is not None
 
+    @property
+    def scale_is_free(self) -> bool:
+        """Whether the second parameter is free: one for all rows (``free_scale``) or one
+        per row (``row_scales``)."""
+        return self.free_scale or self.row_scales
+
     def log_scales(self, q: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
         """``log sigma`` of the rows ``idx`` (all rows if None), ``row_scales`` only."""
         if self.scale_design is None:
             raise ValueError("log_scales() needs a scale per row (scale_design).")
         q = np.asarray(q, dtype=np.float64)
-        rows = slice(None) if idx is None else np.asarray(idx)
-        if isinstance(self.scale_design, RowDesign):
-            values = self.scale_design.dot(q, None if idx is None else rows)
-        else:
-            values = self.scale_design[rows] @ q
-        return values + self.scale_offsets[rows]
+        return _affine_rows(self.scale_design, self.scale_offsets, q, idx)
 
     def log_scale(self, q: np.ndarray) -> float:
         """``log sigma`` (``log alpha``) at ``q`` (free scale only)."""
@@ -359,6 +358,10 @@ class CompositeLikelihood:
     @property
     def row_scales(self) -> bool:
         return any(getattr(part, "row_scales", False) for part in self.parts)
+
+    @property
+    def scale_is_free(self) -> bool:
+        return self.free_scale or self.row_scales
 
     @property
     def families(self) -> tuple[str, ...]:
@@ -458,6 +461,15 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
         chosen = np.take_along_axis(eta, y[:, None], axis=1)[:, 0]
         return chosen - logsumexp(eta, axis=1)
     raise ValueError(f"Unknown family {family!r}; expected one of {FAMILIES}.")
+
+
+def _affine_rows(design, offset: np.ndarray, q: np.ndarray, idx) -> np.ndarray:
+    """``design[idx] @ q + offset[idx]`` (all rows if ``idx`` is None); a
+    :class:`~pymc_minibatch_mh.row_design.RowDesign` forms its rows on demand."""
+    rows = slice(None) if idx is None else np.asarray(idx)
+    if isinstance(design, RowDesign):
+        return design.dot(q, None if idx is None else rows) + offset[rows]
+    return design[rows] @ q + offset[rows]
 
 
 def _frozen(value, dtype) -> np.ndarray:

@@ -419,10 +419,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
                 f"({self._control_variates_unavailable() or 'control_variates=False'}). Use "
                 "TunaMH() with control variates, or MinibatchBarker / Austere."
             )
-        free_scale = getattr(self._lp, "free_scale", False) or getattr(
-            self._lp, "row_scales", False
-        )
-        if not use and not self._user_bound and free_scale:
+        if not use and not self._user_bound and self._lp.scale_is_free:
             label, param = family_label(self._lp.family), SCALE_PARAMS[self._lp.family]
             raise UnsupportedBound(
                 f"TunaMH found a {label} likelihood with a free {param}, whose "

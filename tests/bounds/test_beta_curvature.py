@@ -7,13 +7,11 @@ from finite_differences import channel_third_derivatives
 from scipy import special
 
 from pymc_minibatch_mh.bounds.beta_curvature import (
-    SIGMOID_D1,
-    SIGMOID_D2,
-    SIGMOID_D3,
     beta_a_derivatives,
     beta_a_suprema,
     beta_row_terms,
 )
+from pymc_minibatch_mh.bounds.sigmoid_derivatives import SIGMOID_D1, SIGMOID_D2, SIGMOID_D3
 
 
 def _loglik(eta, t, y):
