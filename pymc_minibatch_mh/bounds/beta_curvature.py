@@ -1,4 +1,4 @@
-"""Third derivatives of the Beta-regression log-likelihood, and their suprema on a box.
+"""Derivatives of the Beta-regression log-likelihood, and suprema of the third on a box.
 
 A Beta likelihood with logit-link mean ``mu = sigmoid(eta)`` and precision ``phi = e^t``
 (``alpha = mu phi``, ``beta = (1 - mu) phi``) is, per row,
@@ -23,6 +23,14 @@ The observation's part ``e^t (log(1 - y) + sigmoid(eta) logit(y))`` has third de
 ``e^t sigmoid'(eta) logit y`` and ``e^t (sigmoid(eta) log y + sigmoid(-eta) log(1 - y))``,
 at most ``e^t |logit y|`` times 1/8, sqrt(3)/18 and 1/4, and ``e^t max(|log y|,
 |log(1 - y)|)``.
+
+The first and second derivatives follow the same way: ``F_e = L1 w1``, ``F_t = L1``,
+``F_ee = L2 w1^2 + L1 w2``, ``F_et = L2 w1``, ``F_tt = L2``; ``A_e = F_e(-eta) - F_e(eta)``,
+``A_t = L1(t) - F_t(eta) - F_t(-eta)``, ``A_ee = -F_ee(eta) - F_ee(-eta)``,
+``A_et = F_et(-eta) - F_et(eta)``, ``A_tt = L2(t) - F_tt(eta) - F_tt(-eta)``; the
+observation's part adds ``e^t sigmoid'(eta) logit y`` to ``f_e`` and ``f_et``,
+``e^t sigmoid''(eta) logit y`` to ``f_ee``, and ``e^t (sigmoid(eta) log y +
+sigmoid(-eta) log(1 - y))`` to ``f_t`` and ``f_tt``.
 """
 
 from __future__ import annotations
@@ -30,8 +38,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-#: Safety factor on the numerically found suprema (refined to ~1e-8 relative).
-_MARGIN = 1.001
+from pymc_minibatch_mh.bounds.box_suprema import box_suprema
+
 #: Grid points per axis of the box searched for the suprema.
 _GRID = (401, 101)
 
@@ -68,28 +76,9 @@ def beta_a_derivatives(eta, t) -> tuple:
 def beta_a_suprema(eta_lo: float, eta_hi: float, t_lo: float, t_hi: float) -> np.ndarray:
     """``sup |A_eee|, sup |A_eet|, sup |A_ett|, sup |A_ttt|`` over the box
     ``[eta_lo, eta_hi] x [t_lo, t_hi]``: the largest values on a grid, each refined by a
-    bounded optimiser from its grid maximum, times a small safety margin."""
-    from scipy import optimize  # imported when needed: 0.3 s of every step's setup
-
-    etas = np.linspace(eta_lo, eta_hi, _GRID[0])
-    ts = np.linspace(t_lo, t_hi, _GRID[1] if t_hi > t_lo else 1)
-    grid_eta, grid_t = np.meshgrid(etas, ts, indexing="ij")
-    values = np.abs(np.stack(beta_a_derivatives(grid_eta, grid_t)))
-    if not np.all(np.isfinite(values)):
-        return np.full(4, np.inf)
-    out = np.empty(4)
-    box = [(eta_lo, eta_hi), (t_lo, t_hi)]
-    for k in range(4):
-        i, j = np.unravel_index(int(np.argmax(values[k])), values[k].shape)
-        best = float(values[k, i, j])
-        found = optimize.minimize(
-            lambda p, k=k: -abs(float(beta_a_derivatives(p[0], p[1])[k])),
-            x0=np.array([grid_eta[i, j], grid_t[i, j]]),
-            bounds=box,
-            method="L-BFGS-B",
-        )
-        out[k] = _MARGIN * max(best, -float(found.fun))
-    return out
+    bounded optimiser from its grid maximum, times a small safety margin
+    (:func:`~pymc_minibatch_mh.bounds.box_suprema.box_suprema`)."""
+    return box_suprema(beta_a_derivatives, (eta_lo, eta_hi), (t_lo, t_hi), _GRID)
 
 
 def beta_row_terms(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -97,3 +86,34 @@ def beta_row_terms(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     y = np.asarray(y, dtype=np.float64)
     log_y, log_1my = np.log(y), np.log1p(-y)
     return np.abs(log_y - log_1my), np.maximum(np.abs(log_y), np.abs(log_1my))
+
+
+def _f_low_derivatives(eta, t):
+    """``(F_e, F_t, F_ee, F_et, F_tt)`` of ``F = lgamma(e^t sigmoid(eta))``."""
+    s = special.expit(eta)
+    w1 = special.expit(-eta)
+    w2 = -s * w1
+    l1, l2, _ = _lgamma_exp_derivatives(t + special.log_expit(eta))
+    return l1 * w1, l1, l2 * w1 * w1 + l1 * w2, l2 * w1, l2
+
+
+def beta_channel_derivatives(y: np.ndarray, eta: np.ndarray, t) -> tuple:
+    """``(f_e, f_t, f_ee, f_et, f_tt)`` per row at ``(eta, t = log nu)`` (module
+    docstring)."""
+    y = np.asarray(y, dtype=np.float64)
+    eta = np.asarray(eta, dtype=np.float64)
+    t = np.broadcast_to(np.asarray(t, dtype=np.float64), eta.shape)
+    here, mirror = _f_low_derivatives(eta, t), _f_low_derivatives(-eta, t)
+    l1_t, l2_t, _ = _lgamma_exp_derivatives(t)
+    s, s_minus = special.expit(eta), special.expit(-eta)
+    s1 = s * s_minus
+    log_y, log_1my = np.log(y), np.log1p(-y)
+    nu = np.exp(t)
+    slope_obs = nu * s1 * (log_y - log_1my)
+    level_obs = nu * (s * log_y + s_minus * log_1my)
+    f_e = mirror[0] - here[0] + slope_obs
+    f_t = l1_t - here[1] - mirror[1] + level_obs
+    f_ee = -here[2] - mirror[2] + slope_obs * (1.0 - 2.0 * s)
+    f_et = mirror[3] - here[3] + slope_obs
+    f_tt = l2_t - here[4] - mirror[4] + level_obs
+    return f_e, f_t, f_ee, f_et, f_tt

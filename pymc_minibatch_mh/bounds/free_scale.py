@@ -93,9 +93,11 @@ def student_t_hessian_constants(nu: float) -> tuple[float, float, float]:
 class FreeScaleQuadraticBound(OverDesignRows):
     """Per-datum quadratic log-bound in two channels (``eta_n`` and ``s``), collapsed.
 
-    ``log B_n(q) = v_n + a_n e_n + b_n t - (m_n w^2 e_n^2 + k_n t^2) / 2`` with
-    ``e_n = x_n . (q - q*)`` and ``t = z . (q - q*)``. Build it with
-    :func:`map_tuned_free_scale`. Untempered, like every bound here.
+    ``log B_n(q) = v_n + a_n e_n + b_n t - (m_n w^2 e_n^2 + 2 c_n w e_n t + k_n t^2) / 2``
+    with ``e_n = x_n . (q - q*)`` and ``t = z . (q - q*)`` (``c_n = 0`` unless a cross term
+    is given; with a scale per row ``t_n = z_n . (q - q*)``). Build it with
+    :func:`map_tuned_free_scale` or :func:`collapse_two_channels`.
+    Untempered, like every bound here.
 
     Attributes
     ----------
@@ -107,7 +109,7 @@ class FreeScaleQuadraticBound(OverDesignRows):
     value, slope_eta, slope_scale : ndarray, shape (N,)
         ``v_n``, ``a_n`` and ``b_n``.
     curvature_eta, curvature_scale : ndarray, shape (N,)
-        ``m_n >= 0`` and ``k_n >= 0``.
+        ``m_n`` and ``k_n``.
     weight : float
         ``w = e^{-s*}``.
     collapsed : CollapsedQuadratic
@@ -115,6 +117,11 @@ class FreeScaleQuadraticBound(OverDesignRows):
     region : TrustRegion
         Where the bound holds.
     family : str
+    cross : ndarray, shape (N,), optional
+        ``c_n``; None for 0.
+    scale_design : ndarray or RowDesign, shape (N, D), optional
+        A scale per row: ``t_n = z_n . (q - q*)`` with ``z_n`` its rows (``scale_row`` is
+        then None).
     """
 
     design: np.ndarray
@@ -129,22 +136,32 @@ class FreeScaleQuadraticBound(OverDesignRows):
     collapsed: CollapsedQuadratic
     region: TrustRegion
     family: str
+    cross: np.ndarray | None = None
+    scale_design: object | None = None
 
     def _deviations(self, q: np.ndarray, idx: np.ndarray | None):
         d = np.asarray(q, dtype=np.float64) - self.centre
         rows = self.design if idx is None else self.gathered_rows(idx)
-        return rows @ d, float(self.scale_row @ d)
+        if self.scale_design is None:
+            return rows @ d, float(self.scale_row @ d)
+        return rows @ d, self._scale_rows(idx) @ d
+
+    def _scale_rows(self, idx: np.ndarray | None):
+        """The rows ``z_n`` of a scale per row (all rows if ``idx`` is None)."""
+        if idx is None:
+            return self.scale_design
+        return np.asarray(self.scale_design[idx], dtype=np.float64)
 
     def log_bound(self, q: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
         """Per-datum ``log B_n(q)`` for rows ``idx`` (all rows if None); O(len(idx) D)."""
         e, t = self._deviations(q, idx)
         sel = slice(None) if idx is None else idx
         w2 = self.weight * self.weight
+        quadratic = self.curvature_eta[sel] * w2 * e * e + self.curvature_scale[sel] * t * t
+        if self.cross is not None:
+            quadratic = quadratic + 2.0 * self.weight * self.cross[sel] * e * t
         return (
-            self.value[sel]
-            + self.slope_eta[sel] * e
-            + self.slope_scale[sel] * t
-            - 0.5 * (self.curvature_eta[sel] * w2 * e * e + self.curvature_scale[sel] * t * t)
+            self.value[sel] + self.slope_eta[sel] * e + self.slope_scale[sel] * t - 0.5 * quadratic
         )
 
     def log_bound_weighted_grad(
@@ -154,10 +171,13 @@ class FreeScaleQuadraticBound(OverDesignRows):
         e, t = self._deviations(q, idx)
         d_eta = self.slope_eta[idx] - self.curvature_eta[idx] * self.weight**2 * e
         d_scale = self.slope_scale[idx] - self.curvature_scale[idx] * t
-        return (
-            self.gathered_rows(idx).T @ (weights * d_eta)
-            + float(weights @ d_scale) * self.scale_row
-        )
+        if self.cross is not None:
+            d_eta = d_eta - self.weight * self.cross[idx] * t
+            d_scale = d_scale - self.weight * self.cross[idx] * e
+        grad = self.gathered_rows(idx).T @ (weights * d_eta)
+        if self.scale_design is None:
+            return grad + float(weights @ d_scale) * self.scale_row
+        return grad + self._scale_rows(idx).T @ (weights * d_scale)
 
     def log_bound_sum(self, q: np.ndarray) -> float:
         """``sum_n log B_n(q)`` over all N data in O(D^2)."""
@@ -248,11 +268,8 @@ def two_channel_bound(
     ``v_n``, ``a_n``, ``b_n``) and bounds on the entries of its scaled Hessian on
     ``region`` (``hessian_bounds``: ``|H_ee|``, ``|H_es|``, ``|H_ss|``, arrays or floats);
     ``weight`` is ``w``, the unit of the ``eta`` channel."""
-    value, slope_eta, slope_scale = taylor
     h_ee, h_es, h_ss = hessian_bounds
-    w = weight
     design = design_rows(lp.design)
-    n, ndim = design.shape
     z = np.asarray(lp.scale_row, dtype=np.float64)
     lz = region.chol.T @ z
     norms = _row_norms(design, region.chol)
@@ -260,32 +277,67 @@ def two_channel_bound(
     # off-diagonal term: 2 |h_es x y| <= h_es (kappa x^2 + y^2 / kappa)). kappa balances the
     # two gaps at the Laplace scale of each channel: sqrt(Var(t) / Var(w e_n)).
     var_t = float(lz @ lz)
-    kappa = np.sqrt(var_t / np.maximum(w * w * norms**2, 1e-300))
-    curvature_eta = h_ee + kappa * h_es
-    curvature_scale = h_ss + h_es / kappa
-    if not (
-        np.all(np.isfinite(curvature_eta))
-        and np.all(np.isfinite(curvature_scale))
-        and np.all(np.isfinite(value))
-    ):
+    kappa = np.sqrt(var_t / np.maximum(weight * weight * norms**2, 1e-300))
+    curvatures = (h_ee + kappa * h_es, h_ss + h_es / kappa, None)
+    return collapse_two_channels(
+        lp, q_map, region, taylor, curvatures, weight=weight, family=family
+    )
+
+
+def collapse_two_channels(
+    lp: LinearPredictorLikelihood,
+    q_map: np.ndarray,
+    region: TrustRegion,
+    taylor: tuple[np.ndarray, np.ndarray, np.ndarray],
+    curvatures: tuple,
+    *,
+    weight: float,
+    family: str,
+) -> FreeScaleQuadraticBound:
+    """The collapsed bound from each datum's value and slopes at ``q_map`` (``taylor``:
+    ``v_n``, ``a_n``, ``b_n``) and its quadratic's coefficients (``curvatures``: ``m_n``,
+    ``k_n`` and the cross term ``c_n`` or None), in one pass over the rows."""
+    value, slope_eta, slope_scale = taylor
+    curvature_eta, curvature_scale, cross = curvatures
+    w = weight
+    design = design_rows(lp.design)
+    n, ndim = design.shape
+    per_row = getattr(lp, "scale_design", None) is not None
+    z = design_rows(lp.scale_design) if per_row else np.asarray(lp.scale_row, np.float64)
+    parts = [curvature_eta, curvature_scale, value] + ([] if cross is None else [cross])
+    if not all(np.all(np.isfinite(part)) for part in parts):
         raise UnsupportedBound(
             f"The {lp.family} free-scale bound overflows on the trust region. Use TunaMH() or "
             "MinibatchBarker()."
         )
+    curvature_eta = np.broadcast_to(curvature_eta, (n,))
+    curvature_scale = np.broadcast_to(curvature_scale, (n,))
     grad = np.zeros(ndim)
     hess = np.zeros((ndim, ndim))
+    cross_sum = np.zeros(ndim)
     for rows in chunk_rows(n, ndim, DEFAULT_CHUNK_ENTRIES):
         x = design[rows]
         grad += x.T @ slope_eta[rows]
         hess -= (w * w) * (x.T @ (x * curvature_eta[rows][:, None]))
+        if per_row:  # each row its own scale direction z_n: sums over both designs
+            zr = np.asarray(z[rows], dtype=np.float64)
+            grad += zr.T @ slope_scale[rows]
+            hess -= zr.T @ (zr * curvature_scale[rows][:, None])
+            if cross is not None:
+                mixed = w * (x.T @ (zr * cross[rows][:, None]))
+                hess -= mixed + mixed.T
+        elif cross is not None:
+            cross_sum += x.T @ cross[rows]
     record_rows(n, n)
-    grad += float(np.sum(slope_scale)) * z
-    hess -= float(np.sum(curvature_scale)) * np.outer(z, z)
+    if not per_row:
+        grad += float(np.sum(slope_scale)) * z
+        hess -= float(np.sum(curvature_scale)) * np.outer(z, z)
+        hess -= w * (np.outer(cross_sum, z) + np.outer(z, cross_sum))
     hess = 0.5 * (hess + hess.T)
     collapsed = CollapsedQuadratic(q_map.copy(), float(np.sum(value)), grad, hess)
     return FreeScaleQuadraticBound(
         design,
-        z,
+        None if per_row else z,
         q_map.copy(),
         value,
         slope_eta,
@@ -296,4 +348,6 @@ def two_channel_bound(
         collapsed,
         region,
         family=family,
+        cross=cross,
+        scale_design=z if per_row else None,
     )

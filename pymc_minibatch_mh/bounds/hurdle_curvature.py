@@ -1,4 +1,4 @@
-"""Bounds on the third derivatives of the hurdle Poisson log-likelihood.
+"""Derivatives of the hurdle Poisson log-likelihood, and bounds on the third.
 
 With ``mu = e^eta`` the mean of the Poisson before truncation at zero and ``t`` the
 log-odds of a count above zero (``psi = sigmoid(t)``), a row's log-likelihood is
@@ -14,11 +14,17 @@ count has ``f_eee = -mu - k'''(eta)`` with ``k(eta) = log(1 - exp(-e^eta))``. Wi
 ``r'' = e^mu (e^mu + 1) r^3``. ``k`` behaves like ``eta`` for small ``mu`` and like
 ``-e^{-mu}`` for large, so ``k'''`` is bounded; its supremum over the rows' range of
 ``eta`` on the region is found on a grid (refined, times a small margin).
+
+At a point: a zero has ``f_t = -sigmoid(t)`` and ``f_tt = -s'(t)``; a positive count
+``f_t = sigmoid(-t)``, ``f_tt = -s'(t)``, ``f_e = y - mu - k'`` and ``f_ee = -mu - k''``, with
+``k' = mu r`` and ``k'' = mu r - mu^2 / (4 sinh^2(mu / 2))`` (as ``e^mu r^2`` is
+``1 / (4 sinh^2(mu / 2))``).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy import special
 
 from pymc_minibatch_mh.bounds.sigmoid_derivatives import SIGMOID_D2
 
@@ -46,3 +52,23 @@ def hurdle_third_derivatives(
     positive = np.asarray(y) > 0
     eee = np.where(positive, mu_hi + truncation_sup, 0.0)
     return eee, np.full(eee.shape, SIGMOID_D2)
+
+
+def hurdle_channel_derivatives(y: np.ndarray, eta: np.ndarray, t) -> tuple:
+    """``(f_e, f_t, f_ee, f_et, f_tt)`` per row at ``(eta, t)`` (module docstring)."""
+    y = np.asarray(y)
+    eta = np.asarray(eta, dtype=np.float64)
+    t = np.broadcast_to(np.asarray(t, dtype=np.float64), eta.shape)
+    positive = y > 0
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        mu = np.exp(eta)
+        k1 = np.where(mu < 1e-300, 1.0, mu / np.expm1(mu))  # mu r -> 1 as mu -> 0
+        k1 = np.where(np.isfinite(k1), k1, 0.0)
+        half = np.sinh(0.5 * mu)
+        tail = np.where(mu < 1e-8, 1.0 - mu * mu / 12.0, (0.5 * mu / half) ** 2)
+        tail = np.where(np.isfinite(tail), tail, 0.0)
+    s1_t = special.expit(t) * special.expit(-t)
+    f_e = np.where(positive, y - mu - k1, 0.0)
+    f_t = np.where(positive, special.expit(-t), -special.expit(t))
+    f_ee = np.where(positive, -mu - (k1 - tail), 0.0)
+    return f_e, f_t, f_ee, np.zeros_like(f_e), -s1_t

@@ -123,6 +123,7 @@ from pymc_minibatch_mh.bounds.lipschitz import (
     UnsupportedBound,
     _row_norms,
 )
+from pymc_minibatch_mh.bounds.ordinal_curvature import ordinal_suprema
 from pymc_minibatch_mh.bounds.row_cells import CellRegion, RowCells
 from pymc_minibatch_mh.bounds.sigmoid_derivatives import SIGMOID_D1, SIGMOID_D2, SIGMOID_D3
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
@@ -173,10 +174,22 @@ REMAINDER_FAMILIES = (
     "beta_logit",
     "zip_log",
     "hurdle_poisson_log",
+    "ordered_logistic",
+    "ordered_probit",
 )
+#: Ordinal families: cutpoints enter through PyMC's ordered transform (not affinely).
+ORDINAL = ("ordered_logistic", "ordered_probit")
 #: Families whose third derivative grows without bound in ``eta`` (bounded on a region);
-#: the Beta's is bounded on a region by a numerical supremum over the region's box.
-UNBOUNDED_CURVATURE = ("poisson_log", "gamma_log", "beta_logit", "zip_log", "hurdle_poisson_log")
+#: the Beta's is bounded on a region by a numerical supremum over the region's box; the
+#: ordinal families' as the gaps between cutpoints shrink.
+UNBOUNDED_CURVATURE = (
+    "poisson_log",
+    "gamma_log",
+    "beta_logit",
+    "zip_log",
+    "hurdle_poisson_log",
+    *ORDINAL,
+)
 #: Families whose linear predictor is a location and whose free parameter a scale: their
 #: ``eta`` channel is measured in units of the reference scale.
 LOCATION_SCALE = ("normal", "student_t")
@@ -403,7 +416,9 @@ def taylor_remainder_bound(
         else:
             margin = max(radius - math.sqrt(reference.size), 1.0)
             region = CellRegion.around(cells, chol, margin)
-    if getattr(lp, "scale_is_free", False):
+    if lp.family in ORDINAL:
+        c = _ordinal_constants(lp, region)
+    elif getattr(lp, "scale_is_free", False):
         c = _free_scale_constants(lp, region)
     else:
         norms = _row_norms(lp.design, chol)
@@ -416,10 +431,8 @@ def taylor_remainder_bound(
             y = np.asarray(lp.observed, dtype=np.float64)
             with np.errstate(over="ignore"):
                 l3 = lp.params["alpha"] * y * np.exp(-eta_lo)
-        elif lp.family == "beta_logit":
-            l3 = _beta_fixed_precision_l3(lp, region, norms)
-        elif lp.family in ("zip_log", "hurdle_poisson_log"):
-            l3 = _zip_t3(lp, region, norms, None, None)
+        elif lp.family in ("beta_logit", "zip_log", "hurdle_poisson_log"):
+            l3 = region_third_derivatives(lp, region, norms)[0]
         else:
             l3 = third_derivative_bound(lp)
         # c = 0.5 * l3 * norms**3, with no further N-long temporaries (same values: the
@@ -529,10 +542,8 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
         t3 = _negative_binomial_t3(lp, region, np.sqrt(xsx), s_star, s_half)
     elif lp.family == "gamma_log":
         t3 = _gamma_t3(lp, region, np.sqrt(xsx), s_star, s_half)
-    elif lp.family == "beta_logit":
-        t3 = _beta_t3(lp, region, np.sqrt(xsx), s_star, s_half)
-    elif lp.family in ("zip_log", "hurdle_poisson_log"):
-        t3 = _zip_t3(lp, region, np.sqrt(xsx), s_star, s_half)
+    elif lp.family in ("beta_logit", "zip_log", "hurdle_poisson_log"):
+        t3 = _frobenius(region_third_derivatives(lp, region, np.sqrt(xsx), s_star, s_half))
     elif lp.family == "normal":
         eta = lp.linear_predictor(region.centre)
         record_rows(n, n)
@@ -548,6 +559,99 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
         b1, b2, b3, b4 = student_t_scale_constants(float(nu[0]))
         t3 = np.sqrt(b1**2 * big_e**6 + 3 * b2**2 * big_e**4 + 3 * b3**2 * big_e**2 + b4**2)
     return 0.5 * t3 * op_norm_sq**1.5
+
+
+def _ordinal_constants(lp: LinearPredictorLikelihood, region: TrustRegion) -> np.ndarray:
+    """``c_i = K_i / 2`` for an ordinal likelihood, ``K_i`` bounding
+    ``|D^3 l_i [v, v, v]|`` over the region for ``||L^{-1} v|| = 1``.
+
+    A row of category ``k`` reads the channels ``A(q) = (c_{k+1}(q) - eta_i,
+    c_k(q) - eta_i)``, where the cutpoints are PyMC's ordered transform of
+    ``kappa = K q + k0`` (``c_1 = kappa_1``, ``c_j = c_{j-1} + exp(kappa_j)``), so ``A`` is
+    not affine and the chain rule gives
+
+        D^3 l [v, v, v] = D^3 h [A1 v]^3 + 3 D^2 h [A1 v, A2 [v, v]] + D h . A3 [v, v, v]
+
+    with ``A1, A2, A3`` the first three derivatives of ``A``. On the region each
+    ``kappa_m`` lies within ``rho sigma_m`` of its centre value (``sigma_m = ||L^T K_m||``),
+    so with ``E_m`` the largest ``exp(kappa_m)`` there, the second and third derivatives of
+    ``c_j`` are at most ``Q_j = sum_{2 <= m <= j} E_m sigma_m^2`` and
+    ``R_j = sum E_m sigma_m^3`` in whitened units; the channel's gradient row moves from
+    its value ``w_j - x_i`` at the centre by at most
+    ``dW_j = sum_{2 <= m <= j} max|exp(kappa_m) - exp(kappa_m*)| sigma_m``, so
+    ``|A1_j v| <= ||L^T (w_j - x_i)|| + dW_j``. ``T1, T2, T3`` are the suprema of the
+    norms of ``h``'s derivatives over the category's box of ``a`` and the gap
+    (:mod:`pymc_minibatch_mh.bounds.ordinal_curvature`). Then
+    ``K_i = T3 P_i^3 + 3 T2 P_i Q_i + T1 R_i`` with ``P_i``, ``Q_i``, ``R_i`` the Euclidean
+    norms over the row's one or two channels.
+    """
+    chol, rho = region.chol, float(np.max(region.row_radii()))
+    cut_rows = np.asarray(lp.cut_rows, dtype=np.float64)
+    kappa = cut_rows @ region.centre + lp.cut_offsets
+    lk = cut_rows @ chol
+    sigma = np.sqrt(np.einsum("ij,ij->i", lk, lk))
+    k1 = kappa.size
+    with np.errstate(over="ignore"):
+        e_mid, e_hi = np.exp(kappa), np.exp(kappa + rho * sigma)
+        e_lo = np.exp(kappa - rho * sigma)
+    gap = np.arange(k1) > 0  # kappa_1 is the first cutpoint itself, the others log gaps
+    slope = np.where(gap, e_mid, 1.0)
+    lw = np.cumsum(slope[:, None] * cut_rows, axis=0) @ chol  # whitened cutpoint gradients
+    ww = np.einsum("ij,ij->i", lw, lw)
+    moved = np.cumsum(np.where(gap, np.maximum(e_hi - e_mid, e_mid - e_lo) * sigma, 0.0))
+    q_sum = np.cumsum(np.where(gap, e_hi * sigma**2, 0.0))
+    r_sum = np.cumsum(np.where(gap, e_hi * sigma**3, 0.0))
+    c_lo = np.cumsum(np.where(gap, e_lo, kappa - rho * sigma))
+    c_hi = np.cumsum(np.where(gap, e_hi, kappa + rho * sigma))
+    if not all(np.all(np.isfinite(v)) for v in (e_hi, c_lo, c_hi, moved, q_sum, r_sum)):
+        raise UnsupportedBound(
+            f"The {lp.family} remainder constants overflow on the trust region (a gap "
+            "between cutpoints is extremely uncertain). Use MinibatchBarker / Austere."
+        )
+    design = design_rows(lp.design)
+    n = design.shape[0]
+    y = np.asarray(lp.observed, dtype=np.int64)
+    eta = lp.linear_predictor(region.centre)
+    record_rows(2 * n, n)
+    upper, lower = np.clip(y, 0, k1 - 1), np.clip(y - 1, 0, k1 - 1)
+    has_upper, has_lower = y <= k1 - 1, y >= 1
+    p_sq = np.zeros(n)
+    eta_reach = np.empty(n)
+    for start in range(0, n, _CHUNK_ROWS):
+        rows = slice(start, start + _CHUNK_ROWS)
+        block = design[rows] @ chol
+        xx = np.einsum("ij,ij->i", block, block)
+        xw = block @ lw.T
+        eta_reach[rows] = rho * np.sqrt(xx)
+        local = np.arange(xx.size)
+        for j, present in ((upper[rows], has_upper[rows]), (lower[rows], has_lower[rows])):
+            norm = np.sqrt(np.maximum(ww[j] - 2.0 * xw[local, j] + xx, 0.0)) + moved[j]
+            p_sq[rows] += np.where(present, norm * norm, 0.0)
+
+    def over_channels(per_cutpoint):
+        up = np.where(has_upper, per_cutpoint[upper] ** 2, 0.0)
+        return np.sqrt(up + np.where(has_lower, per_cutpoint[lower] ** 2, 0.0))
+
+    p_row, q_row, r_row = np.sqrt(p_sq), over_channels(q_sum), over_channels(r_sum)
+    eta_lo, eta_hi = eta - eta_reach, eta + eta_reach
+    big_k = np.zeros(n)
+    for k in range(k1 + 1):
+        mine = y == k
+        if not np.any(mine):
+            continue
+        lo_eta, hi_eta = float(np.min(eta_lo[mine])), float(np.max(eta_hi[mine]))
+        j = min(k, k1 - 1)  # the cutpoint above (below for the highest category)
+        channel = (float(c_lo[j]) - hi_eta, float(c_hi[j]) - lo_eta)
+        if k == 0:
+            kind, gaps = "lowest", (0.0, 0.0)
+        elif k == k1:
+            kind, gaps = "highest", (0.0, 0.0)
+        else:
+            kind, gaps = "interior", (float(e_lo[k]), float(e_hi[k]))
+        t1, t2, t3 = ordinal_suprema(lp.family, kind, channel, gaps)
+        p = p_row[mine]
+        big_k[mine] = t3 * p**3 + 3.0 * t2 * p * q_row[mine] + t1 * r_row[mine]
+    return 0.5 * big_k
 
 
 def _negative_binomial_t3(lp, region: TrustRegion, eta_sd, t_star, t_half) -> np.ndarray:
@@ -618,53 +722,55 @@ def _eta_box(lp, region: TrustRegion, eta_sd) -> tuple[float, float]:
     return float(np.min(eta_lo)), float(np.max(eta_hi))
 
 
-def _beta_fixed_precision_l3(lp, region: TrustRegion, eta_sd) -> np.ndarray:
-    """Largest third derivative in ``eta`` of a Beta likelihood with a fixed precision on
-    the region: ``sup |A_eee|`` over the rows' range of ``eta`` and the precisions, plus
-    ``nu |logit y| / 8`` (:mod:`pymc_minibatch_mh.bounds.beta_curvature`)."""
-    nu = np.asarray(lp.params["nu"], dtype=np.float64)
-    t_lo, t_hi = float(np.log(np.min(nu))), float(np.log(np.max(nu)))
-    eta_lo, eta_hi = _eta_box(lp, region, eta_sd)
-    a_eee = beta_a_suprema(eta_lo, eta_hi, t_lo, t_hi)[0]
-    logit_y, _ = beta_row_terms(lp.observed)
-    return a_eee + nu * logit_y * SIGMOID_D3
-
-
-def _beta_t3(lp, region: TrustRegion, eta_sd, t_star, t_half) -> np.ndarray:
-    """Frobenius bound of the third derivatives of the Beta log-likelihood in
-    ``(eta, t = log nu)`` over the trust region: the suprema of the observation-free part
-    over the rows' box of ``(eta, t)`` plus the observation's part, row by row
-    (:mod:`pymc_minibatch_mh.bounds.beta_curvature`)."""
-    t_half = float(np.max(t_half))
-    t_lo, t_hi = t_star - t_half, t_star + t_half
-    eta_lo, eta_hi = _eta_box(lp, region, eta_sd)
-    a_eee, a_eet, a_ett, a_ttt = beta_a_suprema(eta_lo, eta_hi, t_lo, t_hi)
-    logit_y, log_extreme = beta_row_terms(lp.observed)
-    nu_hi = math.exp(t_hi)
-    eee = a_eee + nu_hi * logit_y * SIGMOID_D3
-    eet = a_eet + nu_hi * logit_y * SIGMOID_D2
-    ett = a_ett + nu_hi * logit_y * SIGMOID_D1
-    ttt = a_ttt + nu_hi * log_extreme
+def _frobenius(entries) -> np.ndarray:
+    """Frobenius norm of a symmetric third-derivative tensor in two channels from its
+    distinct entries ``(eee, eet, ett, ttt)`` (each mixed entry appears three times)."""
+    eee, eet, ett, ttt = entries
     return np.sqrt(eee**2 + 3.0 * eet**2 + 3.0 * ett**2 + ttt**2)
 
 
-def _zip_t3(lp, region: TrustRegion, eta_sd, t_star, t_half) -> np.ndarray:
-    """Third-derivative bound of the zero-inflated or hurdle Poisson log-likelihood on
-    the region, per row: ``|f_eee|`` with fixed odds (``t_star`` None), else the Frobenius
-    bound in ``(eta, t = log odds)`` (:mod:`pymc_minibatch_mh.bounds.zip_curvature`,
-    :mod:`pymc_minibatch_mh.bounds.hurdle_curvature`)."""
+def region_third_derivatives(
+    lp, region: TrustRegion, eta_sd, t_star: float | None = None, t_half=None
+) -> tuple:
+    """Per-row bounds on ``|f_eee|, |f_eet|, |f_ett|, |f_ttt|`` over ``region`` for a Beta,
+    zero-inflated or hurdle Poisson likelihood in ``(eta, t)`` (``t`` the log precision or
+    the log odds). ``eta_sd`` is each row's whitened norm ``||L^T x_i||``; a free second
+    parameter has ``t`` within ``t_half`` of ``t_star`` on the region, a fixed one
+    (``t_star`` None) ranges over its given values.
+
+    The Beta uses the suprema of the observation-free part over the rows' box of
+    ``(eta, t)`` plus the observation's part row by row
+    (:mod:`pymc_minibatch_mh.bounds.beta_curvature`); the zero-count families use each
+    row's range of the Poisson mean (:mod:`pymc_minibatch_mh.bounds.zip_curvature`,
+    :mod:`pymc_minibatch_mh.bounds.hurdle_curvature`).
+    """
+    if t_star is None:
+        name = "nu" if lp.family == "beta_logit" else "odds"
+        log_values = np.log(np.asarray(lp.params[name], dtype=np.float64))
+        t_lo, t_hi = float(np.min(log_values)), float(np.max(log_values))
+    else:
+        t_half = float(np.max(t_half))
+        t_lo, t_hi = t_star - t_half, t_star + t_half
+    if lp.family == "beta_logit":
+        eta_lo, eta_hi = _eta_box(lp, region, eta_sd)
+        a_eee, a_eet, a_ett, a_ttt = beta_a_suprema(eta_lo, eta_hi, t_lo, t_hi)
+        logit_y, log_extreme = beta_row_terms(lp.observed)
+        # The largest precision: on the region (free), or each row's own (fixed).
+        nu_hi = math.exp(t_hi) if t_star is not None else np.asarray(lp.params["nu"], float)
+        return (
+            a_eee + nu_hi * logit_y * SIGMOID_D3,
+            a_eet + nu_hi * logit_y * SIGMOID_D2,
+            a_ett + nu_hi * logit_y * SIGMOID_D1,
+            a_ttt + nu_hi * log_extreme,
+        )
     eta_lo, eta_hi = _eta_ranges(lp, region, eta_sd)
     with np.errstate(over="ignore"):
         mu_lo, mu_hi = np.exp(eta_lo), np.exp(eta_hi)
     if lp.family == "hurdle_poisson_log":
         eee, ttt = hurdle_third_derivatives(lp.observed, mu_hi, truncation_constant())
-        return eee if t_star is None else np.sqrt(eee**2 + ttt**2)
-    if t_star is None:
-        t_hi = float(np.max(np.log(lp.params["odds"])))
-        return zip_third_derivatives(lp.observed, mu_lo, mu_hi, t_hi)[0]
-    t_hi = t_star + float(np.max(t_half))
-    eee, eet, ett, ttt = zip_third_derivatives(lp.observed, mu_lo, mu_hi, t_hi)
-    return np.sqrt(eee**2 + 3.0 * eet**2 + 3.0 * ett**2 + ttt**2)
+        zero = np.zeros_like(eee)
+        return eee, zero, zero, ttt
+    return zip_third_derivatives(lp.observed, mu_lo, mu_hi, t_hi)
 
 
 @lru_cache(maxsize=1)

@@ -23,6 +23,7 @@ from pytensor.tensor.shape import SpecifyShape
 from pytensor.tensor.special import Softmax
 
 from pymc_minibatch_mh.likelihood.glm_likelihoods import (
+    ORDINAL_FAMILIES,
     UnsupportedLikelihood,
 )
 from pymc_minibatch_mh.likelihood.graph_tools import (
@@ -44,6 +45,8 @@ _SUPPORTED = (
     "Beta(mu=pm.math.invlogit(eta), nu=phi) with a fixed or free precision phi; "
     "ZeroInflatedPoisson(psi=psi, mu=pm.math.exp(eta)) and HurdlePoisson(psi=psi, "
     "mu=pm.math.exp(eta)) with psi fixed or one free probability; "
+    "OrderedLogistic(eta=eta, cutpoints=c) and OrderedProbit(eta=eta, cutpoints=c) with c "
+    "free with transform=pm.distributions.transforms.ordered, or fixed; "
     "Categorical(logit_p=X @ W + b)."
 )
 
@@ -136,12 +139,19 @@ def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
         (p,) = params
         logits = _strip_link(p, _is_last_axis_softmax)
         if logits is None and _is_ordinal(p):
-            raise UnsupportedLikelihood(
-                f"Observed variable {name!r} is an ordinal likelihood (pm.OrderedLogistic or "
-                "pm.OrderedProbit: differences of cumulative probabilities at the cutpoints). "
-                "TunaMH and FlyMC have no bounds for ordinal likelihoods yet; use "
-                "MinibatchBarker() or Austere(), which need no bounds. " + _BOUNDS_HINT
-            )
+            ordinal = _ordinal_parts(p)
+            if ordinal is None:
+                raise UnsupportedLikelihood(
+                    f"Observed variable {name!r} is an ordinal likelihood (pm.OrderedLogistic "
+                    "or pm.OrderedProbit) whose linear predictor and cutpoints could not be "
+                    "read from its graph. Write `pm.OrderedLogistic(..., eta=eta, "
+                    "cutpoints=cutpoints)` with eta affine in the parameters and the "
+                    "cutpoints a free vector with `transform=pm.distributions.transforms."
+                    "ordered` (or fixed), or use MinibatchBarker() / Austere(), which need "
+                    "no bounds. " + _BOUNDS_HINT
+                )
+            family, eta, cutpoints = ordinal
+            return family, eta, {"cutpoints": cutpoints}
         if logits is None:
             raise UnsupportedLikelihood(
                 f"Observed variable {name!r} is Categorical, but its probabilities are not a "
@@ -405,6 +415,47 @@ def _is_ordinal(p: Variable) -> bool:
     return joined and bool(scalar & {"Sigmoid", "Erfc", "Erf", "Erfcx", "Log1mexp"})
 
 
+def _ordinal_parts(p: Variable) -> tuple | None:
+    """``(family, eta, cutpoints)`` of PyMC's ordinal likelihoods, read from the node that
+    broadcasts the cutpoints against the linear predictor: ``cutpoints[None, :] -
+    eta[:, None]`` (OrderedLogistic, then a sigmoid) or ``eta[:, None] - cutpoints[None,
+    :]`` (OrderedProbit, then normal cdfs); None if there is no such node. What else the
+    graph computes is checked afterwards, against the model's own log-likelihood."""
+    logistic = any(
+        isinstance(v.owner.op, Elemwise) and isinstance(v.owner.op.scalar_op, Sigmoid)
+        for v in ancestors([p])
+        if v.owner is not None
+    )
+    for var in ancestors([p]):
+        node = var.owner
+        if node is None or not isinstance(node.op, Elemwise):
+            continue
+        if not isinstance(node.op.scalar_op, Sub) or len(node.inputs) != 2:
+            continue
+        first, second = (_padding(term) for term in node.inputs)
+        if first is None or second is None:
+            continue
+        if logistic and first[0] == "left" and second[0] == "right":
+            return "ordered_logistic", second[1], first[1]
+        if not logistic and first[0] == "right" and second[0] == "left":
+            return "ordered_probit", first[1], second[1]
+    return None
+
+
+def _padding(var: Variable) -> tuple | None:
+    """``("right", x)`` for ``x[..., None]`` of a vector, ``("left", x)`` for
+    ``x[None, ...]`` of a vector; else None."""
+    node = var.owner
+    if node is None or not isinstance(node.op, DimShuffle) or var.ndim != 2:
+        return None
+    order = tuple(node.op.new_order)
+    if order == (0, "x"):
+        return "right", node.inputs[0]
+    if order == ("x", 0):
+        return "left", node.inputs[0]
+    return None
+
+
 def _describe(var: Variable) -> str:
     """A short description of what a parameter is, for error messages."""
     while var.owner is not None and isinstance(var.owner.op, DimShuffle | SpecifyShape):
@@ -466,6 +517,13 @@ def _observed_values(model: pm.Model, rv: Variable, family: str, n_data: int) ->
             f"Beta observations of {rv.name!r} must be strictly between 0 and 1; row "
             f"{int(np.flatnonzero(outside)[0])} is {values[outside][0].item()!r}."
         )
+    if family in ORDINAL_FAMILIES and not np.all((values >= 0) & (values == np.round(values))):
+        bad = ~((values >= 0) & (values == np.round(values)))
+        raise UnsupportedLikelihood(
+            f"{family_label(family)} observations of {rv.name!r} must be category indices "
+            f"0, 1, ..., K - 1; row {int(np.flatnonzero(bad)[0])} is "
+            f"{values[bad][0].item()!r}."
+        )
     if family == "categorical_logit" and not np.all(values == np.round(values)):
         raise UnsupportedLikelihood(
             f"Categorical observations of {rv.name!r} must be integer class indices."
@@ -486,4 +544,6 @@ def family_label(family: str) -> str:
         "beta_logit": "Beta",
         "zip_log": "ZeroInflatedPoisson",
         "hurdle_poisson_log": "HurdlePoisson",
+        "ordered_logistic": "OrderedLogistic",
+        "ordered_probit": "OrderedProbit",
     }.get(family, family)

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import expit, gammaln, logsumexp
+from scipy.special import expit, gammaln, log_expit, log_ndtr, logsumexp
 
 from pymc_minibatch_mh.row_design import RowDesign
 
@@ -28,9 +28,15 @@ FAMILIES = (
     "beta_logit",
     "zip_log",
     "hurdle_poisson_log",
+    "ordered_logistic",
+    "ordered_probit",
     "categorical_logit",
 )
 _SCALAR_FAMILIES = FAMILIES[:-1]
+#: Ordinal families: ``P(y = k) = F(c_{k+1} - eta) - F(c_k - eta)`` with ``F`` the logistic
+#: or the standard normal cdf and cutpoints ``c`` from :meth:`LinearPredictorLikelihood.
+#: cutpoints`.
+ORDINAL_FAMILIES = ("ordered_logistic", "ordered_probit")
 
 
 #: Families with a positive parameter that may be free (its log affine in q), and its name.
@@ -89,6 +95,11 @@ class LinearPredictorLikelihood:
         variable sampled on the log scale); for the negative binomial and the Gamma the
         same for ``log alpha``, for the Beta for ``log nu``, for the zero-inflated and
         hurdle Poisson for ``logit psi``. None when the parameter is fixed.
+    cut_rows, cut_offsets : ndarray, optional
+        Ordinal families only: the K - 1 cutpoints are PyMC's ordered transform of an
+        affine map of ``q``, ``kappa = cut_rows @ q + cut_offsets`` (shapes ``(K - 1, D)``
+        and ``(K - 1,)``): ``c_1 = kappa_1`` and ``c_j = c_{j-1} + exp(kappa_j)``. Fixed
+        cutpoints have ``cut_rows`` 0.
     scale_design, scale_offsets : RowDesign or ndarray, and ndarray, optional
         Normal and Student-t whose scale differs between rows (heteroscedastic):
         ``log sigma_i = scale_design[i] @ q + scale_offsets[i]``, shapes ``(N, D)`` and
@@ -126,6 +137,8 @@ class LinearPredictorLikelihood:
     scale_offset: float = 0.0
     scale_design: np.ndarray | None = None
     scale_offsets: np.ndarray | None = None
+    cut_rows: np.ndarray | None = None
+    cut_offsets: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -139,7 +152,7 @@ class LinearPredictorLikelihood:
         # Integer or float observations are kept as they are (no float64 copy of N values);
         # the family densities widen the rows they read.
         observed = np.asarray(self.observed)
-        if self.family == "categorical_logit":
+        if self.family == "categorical_logit" or self.family in ORDINAL_FAMILIES:
             observed = _frozen(observed, np.int64)
         else:
             observed = _frozen(observed, None if observed.dtype.kind in "iuf" else np.float64)
@@ -199,6 +212,12 @@ class LinearPredictorLikelihood:
         if self.scale_design is not None:
             self._check_scale_design(n_data, design.shape[1])
             needed = needed - {SCALE_PARAMS[self.family]}
+        if (self.family in ORDINAL_FAMILIES) != (self.cut_rows is not None):
+            raise ValueError(
+                "cut_rows (the cutpoints) are needed by, and only by, ordinal families."
+            )
+        if self.cut_rows is not None:
+            self._check_cutpoints(observed, design.shape[1])
         if set(self.params) != needed:
             raise ValueError(
                 f"{self.family} needs params {sorted(needed)}, got {sorted(self.params)}."
@@ -221,6 +240,37 @@ class LinearPredictorLikelihood:
         object.__setattr__(self, "offset", offset)
         object.__setattr__(self, "observed", observed)
         object.__setattr__(self, "params", params)
+
+    def _check_cutpoints(self, observed: np.ndarray, ndim: int) -> None:
+        cut_rows = _frozen(self.cut_rows, np.float64)
+        cut_offsets = _frozen(self.cut_offsets, np.float64)
+        k1 = cut_rows.shape[0] if cut_rows.ndim == 2 else 0
+        if k1 < 1 or cut_rows.shape != (k1, ndim) or cut_offsets.shape != (k1,):
+            raise ValueError(
+                f"cut_rows must be (K - 1, D) with D = {ndim} and cut_offsets (K - 1,); got "
+                f"{cut_rows.shape} and {cut_offsets.shape}."
+            )
+        if not (np.all(np.isfinite(cut_rows)) and np.all(np.isfinite(cut_offsets))):
+            raise ValueError("cut_rows and cut_offsets must be finite.")
+        outside = (observed < 0) | (observed > k1)
+        if np.any(outside):
+            row = int(np.flatnonzero(outside)[0])
+            raise ValueError(
+                f"Ordinal observations must be categories 0, 1, ..., {k1} (K = {k1 + 1} "
+                f"categories from {k1} cutpoints); row {row} is {observed[row].item()!r}."
+            )
+        object.__setattr__(self, "cut_rows", cut_rows)
+        object.__setattr__(self, "cut_offsets", cut_offsets)
+
+    @property
+    def n_categories(self) -> int:
+        """Ordinal families: the number K of categories."""
+        return int(self.cut_rows.shape[0]) + 1
+
+    def cutpoints(self, q: np.ndarray) -> np.ndarray:
+        """Ordinal families: the K - 1 increasing cutpoints at ``q``."""
+        kappa = self.cut_rows @ np.asarray(q, dtype=np.float64) + self.cut_offsets
+        return np.cumsum(np.concatenate([kappa[:1], np.exp(kappa[1:])]))
 
     def _check_scale_design(self, n_data: int, ndim: int) -> None:
         if self.family not in ROW_SCALE_FAMILIES or self.scale_row is not None:
@@ -314,6 +364,8 @@ class LinearPredictorLikelihood:
             params[SCALE_PARAMS[self.family]] = math.exp(self.log_scale(q))
         if self.scale_design is not None:
             params[SCALE_PARAMS[self.family]] = np.exp(self.log_scales(q, idx))
+        if self.cut_rows is not None:
+            params["cutpoints"] = self.cutpoints(q)
         return family_loglik(self.family, eta, self.observed[rows], params)
 
 
@@ -445,6 +497,8 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
         return (
             gammaln(nu) - gammaln(a) - gammaln(b) + (a - 1.0) * np.log(y) + (b - 1.0) * np.log1p(-y)
         )
+    if family in ORDINAL_FAMILIES:
+        return ordinal_loglik(family, eta, y, params["cutpoints"])
     if family == "normal":
         sigma = params["sigma"]
         z = (y - eta) / sigma
@@ -461,6 +515,23 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
         chosen = np.take_along_axis(eta, y[:, None], axis=1)[:, 0]
         return chosen - logsumexp(eta, axis=1)
     raise ValueError(f"Unknown family {family!r}; expected one of {FAMILIES}.")
+
+
+def ordinal_loglik(family: str, eta: np.ndarray, y: np.ndarray, cutpoints) -> np.ndarray:
+    """``log(F(c_{y+1} - eta) - F(c_y - eta))`` with ``c_0 = -inf``, ``c_K = +inf`` and ``F``
+    the logistic or the standard normal cdf, without cancellation: rows whose interval
+    lies above 0 use the upper tails, ``log(S(b) - S(a))`` with ``S = 1 - F``."""
+    log_cdf = log_expit if family == "ordered_logistic" else log_ndtr
+    y = np.asarray(y, dtype=np.int64)
+    bounds = np.concatenate([[-np.inf], np.asarray(cutpoints, dtype=np.float64), [np.inf]])
+    eta = np.asarray(eta, dtype=np.float64)
+    upper, lower = bounds[y + 1] - eta, bounds[y] - eta  # a > b
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # F(a) - F(b) = F(a) (1 - F(b) / F(a)), or S(b) - S(a) = S(b) (1 - S(a) / S(b)).
+        right = upper + lower > 0  # NaN-safe: -inf + inf only when K = 1
+        big, small = np.where(right, -lower, upper), np.where(right, -upper, lower)
+        log_big, log_small = log_cdf(big), log_cdf(small)
+        return log_big + np.log1p(-np.exp(log_small - log_big))
 
 
 def _affine_rows(design, offset: np.ndarray, q: np.ndarray, idx) -> np.ndarray:

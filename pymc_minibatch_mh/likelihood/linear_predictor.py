@@ -70,6 +70,7 @@ from pymc_minibatch_mh.likelihood.glm_families import (
 )
 from pymc_minibatch_mh.likelihood.glm_likelihoods import (
     FAMILIES,
+    ORDINAL_FAMILIES,
     ROW_SCALE_FAMILIES,
     SCALE_FAMILIES,
     SCALE_PARAMS,
@@ -220,10 +221,12 @@ def _recognise_scalar(
     n_data, name = ctx.n_data, ctx.rv.name
     eta, *graphs = ctx.model.replace_rvs_by_values([eta_rv, *fixed_rv.values()])
     _refuse_outside_block(ctx, eta, f"the linear predictor of {name!r}")
-    fixed, scale_graph = {}, None
+    fixed, scale_graph, extra = {}, None, {}
     for param_name, graph in zip(fixed_rv, graphs, strict=True):
         free = ctx.free_inputs(graph)
-        if not free:
+        if family in ORDINAL_FAMILIES and param_name == "cutpoints":
+            extra = _recognise_cutpoints(ctx, family, graph)
+        elif not free:
             fixed[param_name] = graph
         elif param_name == SCALE_PARAMS.get(family):
             scale_graph = graph
@@ -266,6 +269,7 @@ def _recognise_scalar(
         observed=observed,
         params=params,
         **scale,
+        **extra,
     )
 
 
@@ -351,6 +355,49 @@ def _recognise_row_log_scale(ctx: _Context, log_sigma: Variable, what: str) -> d
 
     _verify_affine(ctx, parts.full, predict, _columns(ctx, log_sigma), what)
     return {"scale_design": design, "scale_offsets": offsets}
+
+
+def _recognise_cutpoints(ctx: _Context, family: str, cutpoints: Variable) -> dict:
+    """The cutpoints of an ordinal likelihood as PyMC's ordered transform of an affine map
+    of ``q``: ``kappa = (c_1, log(c_2 - c_1), ...)`` must be affine (it is the value
+    variable itself for a free vector with ``transform=ordered``; constant for fixed
+    cutpoints)."""
+    name = ctx.rv.name
+    what = f"cutpoints of the {family_label(family)} likelihood of {name!r}"
+    _refuse_outside_block(ctx, cutpoints, what)
+    cut_fn = ctx.compile([cutpoints])
+
+    def evaluate(q):
+        (value,) = cut_fn(q)
+        return np.asarray(value, dtype=np.float64).ravel()
+
+    def log_gaps(q):
+        c = evaluate(q)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.concatenate([c[:1], np.log(np.diff(c))])
+
+    refusal = (
+        f"The {what} are not increasing free variables with PyMC's ordered transform. The "
+        "exact steps' bounds need `cutpoints = pm.Normal('cutpoints', mu=..., sigma=..., "
+        "shape=K - 1, transform=pm.distributions.transforms.ordered)` (or any prior with "
+        "that transform), or fixed cutpoints; for other cutpoints use MinibatchBarker() or "
+        "Austere(), which need no bounds. " + _BOUNDS_HINT
+    )
+    kappa0 = log_gaps(ctx.q0)
+    if kappa0.size < 1 or not np.all(np.isfinite(kappa0)):
+        raise UnsupportedLikelihood(refusal)
+    columns = _columns(ctx, cutpoints)
+    jac, offset = _linearise(log_gaps, ctx.q0, columns)
+
+    def predict(q):  # the ordered transform of the affine map, compared in cutpoint space
+        kappa = jac @ q + offset
+        return np.cumsum(np.concatenate([kappa[:1], np.exp(kappa[1:])]))
+
+    try:
+        _verify_affine(ctx, evaluate, predict, columns, what.capitalize())
+    except UnsupportedLikelihood as err:
+        raise UnsupportedLikelihood(f"{refusal} ({err})") from None
+    return {"cut_rows": jac, "cut_offsets": offset}
 
 
 def _as_param(value: np.ndarray, param_name: str, rv_name: str, n_data: int):

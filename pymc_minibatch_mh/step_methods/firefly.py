@@ -22,7 +22,12 @@ from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound, _row_norms
 from pymc_minibatch_mh.bounds.negative_binomial import negative_binomial_bound
 from pymc_minibatch_mh.bounds.normal_exact import exact_normal_likelihood
 from pymc_minibatch_mh.bounds.poisson_log import map_tuned_poisson_log
-from pymc_minibatch_mh.bounds.row_cells import CellRegion, row_cells_for
+from pymc_minibatch_mh.bounds.region_taylor import CHANNEL_DERIVATIVES, map_tuned_region_taylor
+from pymc_minibatch_mh.bounds.row_cells import (
+    CellRegion,
+    likelihood_row_supports,
+    row_cells_for,
+)
 from pymc_minibatch_mh.bounds.student_t import map_tuned_student_t, untuned_student_t
 from pymc_minibatch_mh.bounds.sum_bound import SumBound
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
@@ -40,7 +45,6 @@ from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.likelihood.glm_families import family_label
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
 from pymc_minibatch_mh.progress import progress_status
-from pymc_minibatch_mh.row_design import row_supports
 from pymc_minibatch_mh.step_methods.base import (
     COMMON_STATS,
     MinibatchStep,
@@ -58,9 +62,12 @@ BOUND_FAMILIES = (
     "poisson_log",
     "negative_binomial",
     "gamma_log",
+    "beta_logit",
+    "zip_log",
+    "hurdle_poisson_log",
 )
 #: Families whose bounds hold on a trust region around the MAP only.
-REGION_FAMILIES = ("poisson_log", "gamma_log")
+REGION_FAMILIES = ("poisson_log", "gamma_log", *CHANNEL_DERIVATIVES)
 #: theta | z updates that use gradients of the bright likelihoods and of the bounds.
 GRADIENT_UPDATES = ("mala", "hmc")
 #: Acceptance rate tuning aims at: MALA's optimum, and a usual HMC target.
@@ -122,7 +129,11 @@ class FlyMC(MinibatchStep):
         with a free ``sigma``, ``Poisson(mu=pm.math.exp(eta))`` and
         ``NegativeBinomial(mu=pm.math.exp(eta), alpha)`` with a fixed or free ``alpha``
         (Jaakkola–Jordan on its ``log sigmoid(log alpha - eta)`` term, global, see
-        :mod:`pymc_minibatch_mh.bounds.negative_binomial`), with ``eta`` affine in the
+        :mod:`pymc_minibatch_mh.bounds.negative_binomial`), and, on a trust region,
+        Gamma with a log-link mean, ``Beta(mu=pm.math.invlogit(eta), nu)``,
+        ``ZeroInflatedPoisson`` and ``HurdlePoisson`` with ``mu=pm.math.exp(eta)``, Normal
+        and Student-t with a scale per row whose log is affine
+        (:mod:`pymc_minibatch_mh.bounds.region_taylor`), with ``eta`` affine in the
         sampled variables. For other likelihoods pass an object
         with ``n_data``, ``log_bound(q, idx)``, ``log_bound_sum(q)`` (and, for MALA and HMC,
         ``log_bound_sum_grad(q)`` and ``log_bound_weighted_grad(q, idx, w)``) over the
@@ -172,13 +183,14 @@ class FlyMC(MinibatchStep):
     check_bound : bool, default True
         Raise if a computed ``log L_n - log B_n`` proves the bound invalid.
     trust_radius : float, optional
-        Poisson, Gamma and Student-t free scales (a Normal free scale needs no region):
-        the bound holds on the ellipsoid of this many Laplace standard deviations around
-        the MAP (default ``sqrt(D) + 8``); ``theta`` proposals outside it are rejected
-        without reading data (stat ``region_exits``), so the chain is exact for the
-        posterior restricted to it (see :mod:`pymc_minibatch_mh.bounds.trust_region`). At
-        the end of tuning each chain estimates the posterior mass outside it (stat
-        ``excluded_mass``) and warns when that exceeds 1e-6; the region is not grown.
+        Poisson, Gamma, Beta, zero-inflated and hurdle Poisson, Student-t free scales and
+        scales per row (a Normal with one free scale needs no region): the bound holds on
+        the ellipsoid of this many Laplace standard deviations around the MAP (default
+        ``sqrt(D) + 8``); ``theta`` proposals outside it are rejected without reading data
+        (stat ``region_exits``), so the chain is exact for the posterior restricted to it
+        (see :mod:`pymc_minibatch_mh.bounds.trust_region`). At the end of tuning each chain
+        estimates the posterior mass outside it (stat ``excluded_mass``) and warns when that
+        exceeds 1e-6; the region is not grown.
         Bounds so loose on the region that their collapsed sum would lose its float64
         precision are refused at construction.
     row_cells : bool, default True
@@ -415,7 +427,8 @@ initial_point, compile_kwargs, blocked
                 f"FlyMC could not build bounds automatically: {err} FlyMC has built-in bounds "
                 "for Bernoulli-logit and Binomial-logit (Jaakkola–Jordan), Categorical-softmax "
                 "(Böhning), Student-t (Gaussian), negative binomial (Jaakkola–Jordan), "
-                "Poisson-log and Gamma-log (trust region) and Normal with a free scale or "
+                "Poisson-log, Gamma-log, Beta, zero-inflated and hurdle Poisson (trust "
+                "region) and Normal with a free scale or "
                 "one fixed sigma (the likelihood itself, from sufficient statistics) "
                 "likelihoods; for another "
                 "likelihood pass `bound=<object>` with n_data, log_bound(q, idx) and "
@@ -428,13 +441,14 @@ initial_point, compile_kwargs, blocked
     def _check_part(self, lp) -> None:
         """Refuse (before the MAP search) a likelihood FlyMC has no bound for."""
         if getattr(lp, "row_scales", False):
-            raise UnsupportedLikelihood(
-                f"FlyMC has no collapsible bound for a {family_label(lp.family)} likelihood "
-                "whose sigma differs between rows through free variables (a regression on "
-                "log sigma, or one sigma per group): its bound would need sums over every "
-                "pair of the mean's and the scale's coefficients. Use TunaMH(), which is exact "
-                "on this model, or MinibatchBarker() / Austere()."
-            )
+            if self._bound_request != "map":
+                raise UnsupportedLikelihood(
+                    f"FlyMC's bound for a {family_label(lp.family)} likelihood whose sigma "
+                    "differs between rows holds on a trust region around the MAP, so it needs "
+                    "bound='map' (the default), not bound='untuned'. TunaMH() covers this "
+                    "model too."
+                )
+            return
         if lp.family == "negative_binomial":
             return  # global bound, fixed or free dispersion
         if lp.family == "normal" and (lp.free_scale or np.ndim(lp.params["sigma"]) == 0):
@@ -466,13 +480,12 @@ initial_point, compile_kwargs, blocked
             hint = {
                 "normal": " FlyMC sums a Normal likelihood exactly when sigma is free or one "
                 "fixed value for all rows; here sigma differs between rows.",
-                "beta_logit": " TunaMH() is exact on this Beta regression (its bound needs "
-                "only third derivatives; a collapsible lower bound of the Beta likelihood "
-                "is not implemented).",
-                "zip_log": " TunaMH() is exact on this zero-inflated Poisson regression (a "
-                "collapsible lower bound of the mixture is not implemented).",
-                "hurdle_poisson_log": " TunaMH() is exact on this hurdle Poisson regression "
-                "(a collapsible lower bound of the truncated Poisson is not implemented).",
+                **dict.fromkeys(
+                    ("ordered_logistic", "ordered_probit"),
+                    " FlyMC's bounds are quadratics in the parameters, summed once over all "
+                    "rows; an ordinal likelihood's cutpoints enter through the ordered "
+                    "transform, not linearly. TunaMH() is exact on this ordinal regression.",
+                ),
             }.get(lp.family, "")
             raise UnsupportedLikelihood(
                 f"FlyMC has no built-in bound for the {family_label(lp.family)} likelihood of "
@@ -498,11 +511,10 @@ initial_point, compile_kwargs, blocked
         if any(_needs_region(part) for part in parts):
             if self._laplace_chol is None:
                 raise UnsupportedBound(
-                    "FlyMC's Poisson-log, Gamma-log and free-scale bounds hold on a trust region "
-                    "shaped by "
-                    "the Laplace covariance at the MAP, which is not available (proposal='rw' or a "
-                    "failed "
-                    "Laplace fit). Use the default proposal, or MinibatchBarker / Austere."
+                    "FlyMC's Poisson-log, Gamma-log, Beta, zero-inflated, hurdle and free-scale "
+                    "bounds hold on a trust region shaped by the Laplace covariance at the MAP, "
+                    "which is not available (proposal='rw' or a failed Laplace fit). Use the "
+                    "default proposal, or MinibatchBarker / Austere."
                 )
             region = self._trust_region(lp, q_map)
         q_init = block_position(initial_point, self.vars)
@@ -518,7 +530,7 @@ initial_point, compile_kwargs, blocked
         chol, ndim = self._laplace_chol, self.tall_data.ndim
         single = getattr(lp, "parts", None) is None
         if self.row_cells and self.trust_radius is None and single:
-            cells = row_cells_for(lp, q_map, chol, row_supports(lp.design))
+            cells = row_cells_for(lp, q_map, chol, likelihood_row_supports(lp))
             if cells is not None:
                 return CellRegion.around(cells, chol, default_radius(ndim) - math.sqrt(ndim))
         radius = default_radius(ndim) if self.trust_radius is None else self.trust_radius
@@ -731,9 +743,15 @@ def _refuse_imprecise_sums(bounds: list, region) -> None:
             continue
         reach = region.row_radii() * _row_norms(bound.design, region.chol)
         if hasattr(bound, "curvature_eta"):  # two channels: eta and the free scale
-            scale_reach = region.radius * float(np.linalg.norm(region.chol.T @ bound.scale_row))
-            spread += float(np.sum(bound.curvature_eta * bound.weight**2 * reach**2))
-            spread += float(np.sum(bound.curvature_scale)) * scale_reach**2
+            if bound.scale_design is not None:  # a scale per row
+                scale_reach = region.row_radii() * _row_norms(bound.scale_design, region.chol)
+            else:
+                scale_reach = region.radius * float(np.linalg.norm(region.chol.T @ bound.scale_row))
+            spread += float(np.sum(np.abs(bound.curvature_eta) * bound.weight**2 * reach**2))
+            spread += float(np.sum(np.abs(bound.curvature_scale) * scale_reach**2))
+            if bound.cross is not None:
+                cross = np.abs(bound.cross) * bound.weight * reach * scale_reach
+                spread += 2.0 * float(np.sum(cross))
         else:
             spread += float(np.sum(np.abs(bound.curvature) * reach**2))
     rounding = eps * region.centre.size * spread
@@ -773,9 +791,13 @@ def _group_indexed(lp) -> bool:
 
 
 def _needs_region(lp) -> bool:
-    """Whether the part's bound holds only on a trust region (Poisson-log, Gamma-log, a
-    Student-t free scale)."""
-    return lp.family in REGION_FAMILIES or (lp.free_scale and lp.family == "student_t")
+    """Whether the part's bound holds only on a trust region (Poisson-log, Gamma-log, Beta,
+    zero-inflated and hurdle Poisson, a Student-t free scale, a scale per row)."""
+    return (
+        lp.family in REGION_FAMILIES
+        or (lp.free_scale and lp.family == "student_t")
+        or getattr(lp, "row_scales", False)
+    )
 
 
 def _build_bound(lp, q_map: np.ndarray | None, q_init: np.ndarray, region=None):
@@ -788,6 +810,9 @@ def _build_bound(lp, q_map: np.ndarray | None, q_init: np.ndarray, region=None):
         return map_tuned_poisson_log(lp.design, lp.offset, lp.observed, q_map, region)
     if family == "gamma_log":
         return map_tuned_gamma_log(lp, q_map, region)
+    if family in CHANNEL_DERIVATIVES or getattr(lp, "row_scales", False):
+        # Beta, zero-inflated and hurdle Poisson; Normal / Student-t with a scale per row.
+        return map_tuned_region_taylor(lp, q_map, region)
     if family == "normal":  # free scale or one fixed sigma (checked by _check_part)
         return exact_normal_likelihood(lp, q_init if q_map is None else q_map)
     if lp.free_scale:

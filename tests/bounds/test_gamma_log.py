@@ -6,6 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pymc as pm
 import pytest
+from finite_differences import numeric_hessian
 from pymc.pytensorf import make_shared_replacements
 from region_points import points_in_region
 
@@ -14,25 +15,6 @@ from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
 from pymc_minibatch_mh.likelihood import recognise_linear_predictor
 
 N = 400
-
-
-def _numeric_hessian(fn, q, h=1e-4):
-    eye = np.eye(q.size)
-    return np.array(
-        [
-            [
-                (
-                    fn(q + h * (eye[i] + eye[j]))
-                    - fn(q + h * (eye[i] - eye[j]))
-                    - fn(q - h * (eye[i] - eye[j]))
-                    + fn(q - h * (eye[i] + eye[j]))
-                )
-                / (4 * h * h)
-                for j in range(q.size)
-            ]
-            for i in range(q.size)
-        ]
-    )
 
 
 @pytest.fixture(scope="module", params=["fixed_shape", "free_shape"])
@@ -54,7 +36,7 @@ def case(request):
     q_map = np.concatenate(
         [np.atleast_1d(map_point[v.name]).astype(float) for v in model.value_vars]
     )
-    hess = _numeric_hessian(lambda q: float(lp.loglik(q).sum()), q_map)
+    hess = numeric_hessian(lambda q: float(lp.loglik(q).sum()), q_map)
     chol = np.linalg.cholesky(np.linalg.inv(-hess))
     region = TrustRegion(q_map, chol, default_radius(q_map.size))
     return request.param, lp, q_map, region

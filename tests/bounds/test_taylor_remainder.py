@@ -4,6 +4,7 @@ import numpy as np
 import pymc as pm
 import pytest
 from pymc.pytensorf import make_shared_replacements
+from region_models import region_model
 from region_points import points_in_region
 from scipy import special
 
@@ -171,6 +172,8 @@ REGION_KINDS = (
     "zip_free_psi",
     "hurdle_fixed_psi",
     "hurdle_free_psi",
+    "ordered_logistic",
+    "ordered_probit",
 )
 #: Kinds whose bound needs a region because of a free parameter (the others: exp(eta)).
 FREE_KINDS = (
@@ -184,74 +187,6 @@ FREE_KINDS = (
     "zip_free_psi",
     "hurdle_free_psi",
 )
-
-
-def _region_model(kind: str):
-    """Two coefficients (plus log sigma for the free scales), N = 400, and its MAP."""
-    rng = np.random.default_rng(21)
-    x = rng.normal(size=N)
-    with pm.Model() as model:
-        a = pm.Normal("a", 0, 3)
-        b = pm.Normal("b", 0, 3)
-        if kind == "poisson":
-            y = rng.poisson(np.exp(0.3 + 0.6 * x))
-            pm.Poisson("y", mu=pm.math.exp(a + b * x), observed=y)
-        elif kind.startswith("gamma"):
-            # Extreme rows among ordinary ones: tiny and outlying observations, |x| = 12.
-            x[:4] = [12.0, -12.0, 6.0, -6.0]
-            y = rng.gamma(4.0, np.exp(0.5 + 0.2 * x) / 4.0)
-            y[4:8] = [1e-4, 1e-3, 40.0 * np.exp(0.5), 1e-6]
-            shape = pm.Gamma("shape", 2.0, 0.5) if kind == "gamma_free_shape" else 4.0
-            pm.Gamma("y", alpha=shape, beta=shape / pm.math.exp(a + b * x), observed=y)
-        elif kind == "negbin_free_dispersion":
-            mu = np.exp(1.0 + 0.5 * x)
-            y = rng.negative_binomial(2.0, 2.0 / (2.0 + mu))
-            alpha = pm.Exponential("alpha", 1.0)
-            pm.NegativeBinomial("y", mu=pm.math.exp(a + b * x), alpha=alpha, observed=y)
-        elif kind.startswith(("zip", "hurdle")):
-            # Extreme rows: large counts, zeros where the Poisson mean is large, |x| = 12.
-            x[:4] = [12.0, -12.0, 6.0, -6.0]
-            y = np.where(rng.uniform(size=N) < 0.7, rng.poisson(np.exp(0.4 + 0.3 * x)), 0)
-            y[4:8] = [0, 0, 60, 1]
-            psi = pm.Beta("psi", 2.0, 2.0) if kind.endswith("free_psi") else 0.7
-            dist = pm.ZeroInflatedPoisson if kind.startswith("zip") else pm.HurdlePoisson
-            dist("y", psi=psi, mu=pm.math.exp(a + b * x), observed=y)
-        elif kind.startswith("beta"):
-            # Extreme rows: observations 1e-6 and 1 - 1e-6 (also where the mean is far
-            # from them), |x| = 12.
-            x[:4] = [12.0, -12.0, 6.0, -6.0]
-            mean = special.expit(0.3 + 0.5 * x)
-            y = rng.beta(6.0 * mean, 6.0 * (1.0 - mean))
-            y[4:8] = [1e-6, 1.0 - 1e-6, 1e-6, 1.0 - 1e-6]
-            y = np.clip(y, 1e-9, 1.0 - 1e-9)
-            nu = pm.HalfNormal("nu", 20.0) if kind == "beta_free_precision" else 6.0
-            pm.Beta("y", mu=pm.math.invlogit(a + b * x), nu=nu, observed=y)
-        elif kind.endswith("row_scale"):
-            # Heteroscedastic: log sigma = c + g z, with extreme rows (|x| = 12, |z| = 8,
-            # outlying observations).
-            x[:4] = [12.0, -12.0, 6.0, -6.0]
-            z = rng.normal(size=N)
-            z[4:8] = [8.0, -8.0, 4.0, -4.0]
-            noise = rng.normal(size=N) if kind == "normal_row_scale" else rng.standard_t(3, N)
-            y = 1.0 - 0.5 * x + np.exp(-0.2 + 0.3 * z) * noise
-            y[8:10] += [25.0, -40.0]
-            c = pm.Normal("c", 0, 2)
-            g = pm.Normal("g", 0, 1)
-            sigma = pm.math.exp(c + g * z)
-            if kind == "normal_row_scale":
-                pm.Normal("y", a + b * x, sigma, observed=y)
-            else:
-                pm.StudentT("y", nu=3, mu=a + b * x, sigma=sigma, observed=y)
-        else:
-            sigma = pm.HalfNormal("sigma", 2)
-            noise = rng.normal(size=N) if kind == "normal_free_scale" else rng.standard_t(3, N)
-            y = 1.0 - 0.5 * x + 0.8 * noise
-            if kind == "normal_free_scale":
-                pm.Normal("y", a + b * x, sigma, observed=y)
-            else:
-                pm.StudentT("y", nu=3, mu=a + b * x, sigma=sigma, observed=y)
-        map_point = pm.find_MAP(progressbar=False)
-    return model, map_point
 
 
 def _remainder_case(model, map_point):
@@ -281,7 +216,7 @@ def _cell_pairs(rng, region):
 
 @pytest.fixture(scope="module", params=REGION_KINDS)
 def region_case(request):
-    model, map_point = _region_model(request.param)
+    model, map_point = region_model(request.param)
     lp, target, reference, chol = _remainder_case(model, map_point)
     bound = taylor_remainder_bound(lp, reference, chol=chol)
     return request.param, target, lp, bound
@@ -344,7 +279,7 @@ def test_negative_control_too_small_constants_fail_on_the_region(region_case, rn
 def test_negative_control_poisson_constants_of_a_small_region_fail_on_a_large_one(rng):
     """Poisson: constants for a region of radius 0.3 fail across the default region (the
     region's size is what makes them valid)."""
-    model, map_point = _region_model("poisson")
+    model, map_point = region_model("poisson")
     data, lp = _setup(model)
     reference = np.array([float(map_point["a"]), float(map_point["b"])])
     proxy = full_data_taylor(data, reference)

@@ -162,6 +162,19 @@ def grid_moments(axes: dict[str, np.ndarray], logp: np.ndarray) -> tuple[dict, d
     return mean, sd
 
 
+def grid_moments_of(values: dict[str, np.ndarray], logp: np.ndarray) -> tuple[dict, dict]:
+    """Posterior means and sds of functions of a grid of any dimension (``values``: name ->
+    array of the grid's shape) with unnormalised log density ``logp``; asserts that the
+    grid's faces hold no mass (it is wide enough)."""
+    w = np.exp(logp - logp.max())
+    w /= w.sum()
+    faces = sum(np.take(w, k, axis=axis).sum() for axis in range(w.ndim) for k in (0, -1))
+    assert faces < 1e-10, faces
+    mean = {k: float(np.sum(w * v)) for k, v in values.items()}
+    sd = {k: float(np.sqrt(np.sum(w * (v - mean[k]) ** 2))) for k, v in values.items()}
+    return mean, sd
+
+
 def grid_z_failures(case: dict, step, *, draws: int, seed: int, z_tol: float = 4.0) -> dict:
     """Sample ``case["model"]`` with ``step`` (2 chains, 1000 tuning steps) and return the
     variables whose mean or sd is ``z_tol`` Monte Carlo standard errors or more away from
@@ -180,10 +193,12 @@ def grid_z_failures(case: dict, step, *, draws: int, seed: int, z_tol: float = 4
             progressbar=False,
             compute_convergence_checks=False,
         )
-    post = posterior_of(idata)
+    # Names are variables or their coordinates ("cut[0]", as coordinate_draws names them).
+    variables = sorted({name.split("[")[0] for name in case["mean"]})
+    draws = coordinate_draws(posterior_of(idata), variables)
     z = {}
     for name in case["mean"]:
-        values = np.asarray(post[name])
+        values = np.asarray(draws[name])
         sd = values.std()
         mcse_mean = sd / np.sqrt(float(az.ess(values, method="mean")))
         mcse_sd = sd / np.sqrt(2.0 * float(az.ess(values, method="sd")))

@@ -5,7 +5,7 @@ in :mod:`.user_models`: logistic regression (N = 50,000), linear regression with
 sigma, Poisson, negative binomial, Binomial (1-20 trials per row) and Gamma (log link,
 free shape) regressions, a heteroscedastic linear regression (log sigma linear in the
 covariates), a Beta regression (logit mean, free precision), zero-inflated and hurdle Poisson
-regressions (free psi), centred
+regressions (free psi), an ordinal logistic regression (free ordered cutpoints), centred
 and non-centred hierarchical models (20 groups, with a Deterministic), MvNormal rows with
 an LKJ prior, Student-t regression with a free sigma, two observed variables per row
 (Poisson and Normal with a free sigma, one shared coefficient) (N = 20,000; LKJ 5,000),
@@ -67,6 +67,7 @@ _OUTSIDE_TUNA_AND_FLYMC = (
     "beta",
     "zip",
     "hurdle",
+    "ordinal",
 )
 #: Models the exact steps sample besides the logistic regression (bounds on a trust region
 #: for free scales and Poisson; FlyMC's negative binomial bound is global).
@@ -82,8 +83,20 @@ _IN_FAMILY = {
         "beta",
         "zip",
         "hurdle",
+        "ordinal",
     ),
-    "FlyMC": ("linear", "poisson", "negbin", "student_t", "two_outcomes", "hier_centred"),
+    "FlyMC": (
+        "linear",
+        "poisson",
+        "negbin",
+        "student_t",
+        "two_outcomes",
+        "hier_centred",
+        "beta",
+        "zip",
+        "hurdle",
+        "hetero",
+    ),
 }
 EXPECTED_REFUSALS: dict[tuple[str, str], str | None] = {
     (model, step): None

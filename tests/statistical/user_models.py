@@ -439,6 +439,38 @@ def build_zip(n: int | None = None) -> UserCase:
     return UserCase("zip", model, ["intercept", "beta", "psi"], n, True, nuts_seed=6113)
 
 
+def build_ordinal(n: int | None = None) -> UserCase:
+    """Ordinal logistic regression: four categories, free cutpoints with PyMC's ordered
+    transform, two ``pm.Data`` covariates (N = 20,000).
+
+    Parameters
+    ----------
+    n : int, optional
+        Number of data points; default 20,000.
+
+    Returns
+    -------
+    UserCase
+    """
+    n = N_TALL if n is None else n
+    rng = np.random.default_rng(5115)
+    x = rng.normal(size=(n, 2))
+    latent = x @ np.array([0.8, -0.5]) + rng.logistic(size=n)
+    y = np.searchsorted(np.array([-1.0, 0.3, 1.2]), latent)
+    with pm.Model() as model:
+        X = pm.Data("X", x)
+        beta = pm.Normal("beta", 0.0, 2.0, shape=2)
+        cutpoints = pm.Normal(
+            "cutpoints",
+            mu=[-1.0, 0.0, 1.0],
+            sigma=3.0,
+            shape=3,
+            transform=pm.distributions.transforms.ordered,
+        )
+        pm.OrderedLogistic("y", eta=X @ beta, cutpoints=cutpoints, observed=y)
+    return UserCase("ordinal", model, ["beta", "cutpoints"], n, True, nuts_seed=6115)
+
+
 def build_hurdle(n: int | None = None) -> UserCase:
     """Hurdle Poisson regression: a free probability ``psi`` of a positive count (Beta
     prior) and a log-link mean of the zero-truncated counts, ``pm.Data`` covariates
@@ -745,6 +777,7 @@ BUILDERS: dict[str, Callable[..., UserCase]] = {
     "beta": build_beta,
     "zip": build_zip,
     "hurdle": build_hurdle,
+    "ordinal": build_ordinal,
     "hier_centred": build_hier_centred,
     "hier_noncentred": build_hier_noncentred,
     "lkj_mvnormal": build_lkj_mvnormal,
