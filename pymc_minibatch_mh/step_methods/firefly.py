@@ -427,12 +427,11 @@ initial_point, compile_kwargs, blocked
                 f"FlyMC could not build bounds automatically: {err} FlyMC has built-in bounds "
                 "for Bernoulli-logit and Binomial-logit (Jaakkola–Jordan), Categorical-softmax "
                 "(Böhning), Student-t (Gaussian), negative binomial (Jaakkola–Jordan), "
-                "Poisson-log, Gamma-log, Beta, zero-inflated and hurdle Poisson (trust "
-                "region) and Normal with a free scale or "
-                "one fixed sigma (the likelihood itself, from sufficient statistics) "
-                "likelihoods; for another "
-                "likelihood pass `bound=<object>` with n_data, log_bound(q, idx) and "
-                "log_bound_sum(q) (see pymc_minibatch_mh.bounds)."
+                "Poisson-log, Gamma-log, Beta, zero-inflated and hurdle Poisson, Normal and "
+                "Student-t with a log-linear scale per row (trust region) and Normal with a "
+                "free scale or one fixed sigma (the likelihood itself, from sufficient "
+                "statistics) likelihoods; for another likelihood pass `bound=<object>` with "
+                "n_data, log_bound(q, idx) and log_bound_sum(q) (see pymc_minibatch_mh.bounds)."
             ) from None
         for part in getattr(lp, "parts", (lp,)):
             self._check_part(part)
