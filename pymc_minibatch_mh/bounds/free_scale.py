@@ -63,7 +63,11 @@ from pymc_minibatch_mh.bounds.collapsed import (
     chunk_rows,
 )
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound, _row_norms
-from pymc_minibatch_mh.bounds.taylor_remainder import _grid_supremum, student_t_g_derivatives
+from pymc_minibatch_mh.bounds.taylor_remainder import (
+    _grid_supremum,
+    single_nu,
+    student_t_g_derivatives,
+)
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.passes import record_rows
 from pymc_minibatch_mh.row_design import design_rows
@@ -226,10 +230,7 @@ def map_tuned_free_scale(
     if lp.family == "normal":
         g1 = -u
     else:
-        nu = np.unique(np.asarray(lp.params["nu"], dtype=np.float64))
-        if nu.size != 1:
-            raise UnsupportedBound("Student-t with a free scale needs one nu for all data.")
-        nu = float(nu[0])
+        nu = single_nu(lp)
         g1 = student_t_g_derivatives(nu, u)[0]
     slope_eta = -w * g1  # d/d eta of g((y - eta) e^{-s}) at s*
     slope_scale = -1.0 - u * g1

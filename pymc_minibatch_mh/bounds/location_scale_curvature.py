@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from pymc_minibatch_mh.bounds.taylor_remainder import student_t_g_derivatives
+
 
 def _g_derivatives(family: str, nu, u):
     """``(g', g'')`` at ``u``."""
     if family == "normal":
         return -u, -np.ones_like(u)
-    w = 1.0 + u * u / nu
-    return -(nu + 1.0) * u / (nu * w), -(nu + 1.0) * (1.0 - u * u / nu) / (nu * w * w)
+    return student_t_g_derivatives(nu, u)[:2]
 
 
 def location_scale_derivatives(family: str, nu, y, eta, s) -> tuple:

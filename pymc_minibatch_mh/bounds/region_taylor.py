@@ -64,6 +64,7 @@ from pymc_minibatch_mh.bounds.location_scale_curvature import (
 )
 from pymc_minibatch_mh.bounds.taylor_remainder import (
     region_third_derivatives,
+    single_nu,
     student_t_scale_constants,
 )
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
@@ -128,13 +129,11 @@ def map_tuned_region_taylor(
     else:
         name = "nu" if lp.family == "beta_logit" else "odds"
         t_map = np.log(np.asarray(lp.params[name], dtype=np.float64))
-        reach_t = 0.0
         bounds = region_third_derivatives(lp, region, norms)
-    eee, eet, ett, ttt = bounds
     slope_eta, slope_t, h_ee, h_et, h_tt = derivatives(lp.observed, eta_map, t_map)
-    slack_eta = _slack(eee * reach_eta / 3.0 + eet * reach_t)
     family = f"{lp.family}_region_taylor"
     if not lp.free_scale:
+        slack_eta = _slack(bounds[0] * reach_eta / 3.0)  # t fixed: only T_eee De / 3
         # A collapsible one-channel bound is concave row by row: a row convex at the MAP
         # (an observation near 0 or 1 of a Beta, a zero explained by the inflation) gets
         # curvature 0, which lowers the bound and keeps it valid.
@@ -152,12 +151,14 @@ def map_tuned_region_taylor(
             family=family,
             region=region,
         )
-    slack_t = _slack(ett * reach_eta + ttt * reach_t / 3.0)
-    curvatures = (slack_eta - h_ee, slack_t - h_tt, -h_et)
-    if not all(np.all(np.isfinite(part)) for part in (*curvatures, value, slope_t)):
-        raise _overflow_error(lp)
-    return collapse_two_channels(
-        lp, q_map, region, (value, slope_eta, slope_t), curvatures, weight=1.0, family=family
+    return _two_channel_bound(
+        lp,
+        q_map,
+        region,
+        (value, slope_eta, slope_t, h_ee, h_et, h_tt),
+        bounds,
+        (reach_eta, reach_t),
+        family,
     )
 
 
@@ -176,35 +177,41 @@ def _row_scale_bound(lp, q_map: np.ndarray, region: TrustRegion) -> FreeScaleQua
     value = lp.loglik(q_map)
     record_rows(7 * n, n)
     y = np.asarray(lp.observed, dtype=np.float64)
-    nu, constants = None, None
-    if lp.family == "student_t":
-        values = np.unique(np.asarray(lp.params["nu"], dtype=np.float64))
-        if values.size != 1:
-            raise UnsupportedBound("Student-t with a scale per row needs one nu for all rows.")
-        nu = float(values[0])
-        constants = student_t_scale_constants(nu)
+    nu = single_nu(lp) if lp.family == "student_t" else None
+    constants = None if nu is None else student_t_scale_constants(nu)
     residual_max = np.abs(y - eta_centre) + eta_reach
-    eee, ees, ess, sss = location_scale_third_derivatives(
+    thirds = location_scale_third_derivatives(
         lp.family, residual_max, s_centre - s_reach, constants
     )
     slope_eta, slope_s, h_ee, h_es, h_ss = location_scale_derivatives(
         lp.family, nu, y, eta_map, s_map
     )
-    reach_eta = np.abs(eta_centre - eta_map) + eta_reach
-    reach_s = np.abs(s_centre - s_map) + s_reach
-    slack_eta = _slack(eee * reach_eta / 3.0 + ees * reach_s)
-    slack_s = _slack(ess * reach_eta + sss * reach_s / 3.0)
-    curvatures = (slack_eta - h_ee, slack_s - h_ss, -h_es)
-    if not all(np.all(np.isfinite(part)) for part in (*curvatures, value, slope_s)):
-        raise _overflow_error(lp)
-    return collapse_two_channels(
+    reaches = (np.abs(eta_centre - eta_map) + eta_reach, np.abs(s_centre - s_map) + s_reach)
+    return _two_channel_bound(
         lp,
         q_map,
         region,
-        (value, slope_eta, slope_s),
-        curvatures,
-        weight=1.0,
-        family=f"{lp.family}_row_scale_region_taylor",
+        (value, slope_eta, slope_s, h_ee, h_es, h_ss),
+        thirds,
+        reaches,
+        f"{lp.family}_row_scale_region_taylor",
+    )
+
+
+def _two_channel_bound(lp, q_map, region, taylor, thirds, reaches, family):
+    """The collapsed bound of the module docstring from each row's value, slopes and
+    Hessian at the MAP (``taylor``), its third-derivative bounds ``(T_eee, T_eet, T_ett,
+    T_ttt)`` on the region and its channels' reaches ``(De, Dt)``."""
+    value, slope_eta, slope_t, h_ee, h_et, h_tt = taylor
+    eee, eet, ett, ttt = thirds
+    reach_eta, reach_t = reaches
+    slack_eta = _slack(eee * reach_eta / 3.0 + eet * reach_t)
+    slack_t = _slack(ett * reach_eta + ttt * reach_t / 3.0)
+    curvatures = (slack_eta - h_ee, slack_t - h_tt, -h_et)
+    if not all(np.all(np.isfinite(part)) for part in (*curvatures, value, slope_t)):
+        raise _overflow_error(lp)
+    return collapse_two_channels(
+        lp, q_map, region, (value, slope_eta, slope_t), curvatures, weight=1.0, family=family
     )
 
 

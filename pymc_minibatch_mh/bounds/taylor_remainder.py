@@ -288,6 +288,17 @@ def student_t_g_derivatives(nu: float, u):
     )
 
 
+def single_nu(lp) -> float:
+    """The one ``nu`` of a Student-t likelihood with a free scale (for all rows, or one per
+    row), which the scale bounds need; refused if the rows have several."""
+    nu = np.unique(np.asarray(lp.params["nu"], dtype=np.float64))
+    if nu.size != 1:
+        raise UnsupportedBound(
+            "Student-t with a free scale needs one nu for all data (got several values)."
+        )
+    return float(nu[0])
+
+
 @lru_cache(maxsize=64)
 def student_t_scale_constants(nu: float) -> tuple[float, float, float, float]:
     """``B_1..B_4``: suprema over ``u`` of ``|g'''|``, ``|u g''' + 2 g''|``,
@@ -551,12 +562,7 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
         u_max = residual * np.exp(s_half - s_star)
         t3 = np.sqrt(12.0 * big_e**4 + 48.0 * u_max**2 * big_e**2 + 16.0 * u_max**4)
     else:
-        nu = np.unique(np.asarray(lp.params["nu"], dtype=np.float64))
-        if nu.size != 1:
-            raise UnsupportedBound(
-                "Student-t with a free scale needs one nu for all data (got several values)."
-            )
-        b1, b2, b3, b4 = student_t_scale_constants(float(nu[0]))
+        b1, b2, b3, b4 = student_t_scale_constants(single_nu(lp))
         t3 = np.sqrt(b1**2 * big_e**6 + 3 * b2**2 * big_e**4 + 3 * b3**2 * big_e**2 + b4**2)
     return 0.5 * t3 * op_norm_sq**1.5
 
