@@ -161,6 +161,10 @@ class LinearQuadraticBound(OverDesignRows):
     region : TrustRegion or None
         Where the bound holds when it does not hold everywhere (FlyMC rejects proposals
         outside it); None for a global bound.
+    unbounded : ndarray of bool, shape (N,), or None
+        Rows without a bound: ``log B_n = -inf``, left out of the collapsed sum (FlyMC
+        keeps them bright and reads them at every iteration, see
+        :mod:`pymc_minibatch_mh.kernels.firefly`).
     """
 
     design: np.ndarray
@@ -172,6 +176,33 @@ class LinearQuadraticBound(OverDesignRows):
     collapsed: CollapsedQuadratic
     family: str = "custom"
     region: TrustRegion | None = None
+    unbounded: np.ndarray | None = None
+
+    @property
+    def unbounded_rows(self) -> np.ndarray:
+        """Indices of the rows without a bound (empty if every row has one)."""
+        if self.unbounded is None:
+            return np.empty(0, dtype=np.int64)
+        return np.flatnonzero(self.unbounded)
+
+    def without_bounds_on(self, rows: np.ndarray) -> LinearQuadraticBound:
+        """The same bound with no bound on ``rows`` (a boolean mask or indices) as well:
+        their coefficients are dropped and the sum collapsed again (one pass)."""
+        mask = np.zeros(self.n_data, dtype=bool) if self.unbounded is None else self.unbounded
+        mask = mask.copy()
+        mask[rows] = True
+        return type(self).from_coefficients(
+            self.design,
+            self.offset,
+            self.anchor,
+            self.value,
+            self.slope,
+            self.curvature,
+            centre=self.collapsed.centre,
+            family=self.family,
+            region=self.region,
+            unbounded=mask,
+        )
 
     @classmethod
     def from_coefficients(
@@ -187,6 +218,7 @@ class LinearQuadraticBound(OverDesignRows):
         family: str = "custom",
         chunk_entries: int = DEFAULT_CHUNK_ENTRIES,
         region: TrustRegion | None = None,
+        unbounded: np.ndarray | None = None,
     ) -> LinearQuadraticBound:
         """Precompute the sufficient statistics (O(N D^2) time, O(chunk D + D^2) extra memory).
 
@@ -203,6 +235,8 @@ class LinearQuadraticBound(OverDesignRows):
             About this many design entries are processed at once.
         region : TrustRegion, optional
             The region on which the bound holds, if it is not global.
+        unbounded : ndarray of bool, shape (N,), optional
+            Rows without a bound (``log B_n = -inf``); their coefficients are ignored.
         """
         design = as_design(design)
         n_data, ndim = design.shape
@@ -211,6 +245,16 @@ class LinearQuadraticBound(OverDesignRows):
         value = per_datum(value, n_data, "value")
         slope = per_datum(slope, n_data, "slope")
         curvature = per_datum(curvature, n_data, "curvature")
+        if unbounded is not None:
+            unbounded = np.asarray(unbounded, dtype=bool)
+            if unbounded.shape != (n_data,):
+                raise ValueError(f"unbounded must have shape ({n_data},); got {unbounded.shape}.")
+            if not unbounded.any():
+                unbounded = None
+            else:
+                value, slope, curvature = (
+                    np.where(unbounded, 0.0, arr) for arr in (value, slope, curvature)
+                )
         if not np.all(np.isfinite(value)):
             raise ValueError("The bound's values at its anchors must be finite.")
         if np.any(curvature > 0):
@@ -232,7 +276,9 @@ class LinearQuadraticBound(OverDesignRows):
             hess += x.T @ (x * (2.0 * a)[:, None])
         hess = 0.5 * (hess + hess.T)
         collapsed = CollapsedQuadratic(centre.copy(), total, grad, hess)
-        return cls(design, offset, anchor, value, slope, curvature, collapsed, family, region)
+        return cls(
+            design, offset, anchor, value, slope, curvature, collapsed, family, region, unbounded
+        )
 
     def linear_predictor(self, q: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
         """``eta`` for rows ``idx`` (all rows if None)."""
@@ -248,7 +294,10 @@ class LinearQuadraticBound(OverDesignRows):
         """Per-datum ``log B_n(q)`` for rows ``idx`` (all rows if None); cost O(len(idx) D)."""
         e = self._residual(q, idx)
         sel = slice(None) if idx is None else idx
-        return self.value[sel] + e * (self.slope[sel] + self.curvature[sel] * e)
+        out = self.value[sel] + e * (self.slope[sel] + self.curvature[sel] * e)
+        if self.unbounded is not None:
+            out = np.where(self.unbounded[sel], -np.inf, out)
+        return out
 
     def log_bound_weighted_grad(
         self, q: np.ndarray, idx: np.ndarray, weights: np.ndarray

@@ -13,7 +13,9 @@ linear predictor at the MAP. On the trust region
 ``R = {q : ||L^{-1}(q - q*)|| <= rho}`` around the MAP ``q*``
 (:mod:`pymc_minibatch_mh.bounds.trust_region`), ``eta_n <= eta_n* + rho ||L^T x_n||``,
 which is the ``eta_hi`` used per datum. FlyMC rejects proposals outside ``R`` before
-reading any datum, so the chain is exact for the posterior restricted to ``R``.
+reading any datum, so the chain is exact for the posterior restricted to ``R``. A row whose
+``exp(eta_hi)`` overflows gets no bound (``log B_n = -inf``): FlyMC reads it at every
+iteration.
 
 References
 ----------
@@ -61,7 +63,8 @@ def map_tuned_poisson_log(
     Raises
     ------
     UnsupportedBound
-        If the curvature overflows on the region.
+        If the rate at the anchor overflows (rows whose curvature alone overflows on the
+        region are left without a bound, ``unbounded``).
     """
     design = as_design(design)
     n_data = design.shape[0]
@@ -75,11 +78,13 @@ def map_tuned_poisson_log(
     with np.errstate(over="ignore"):
         rate = np.exp(anchor)
         curvature = -0.5 * np.exp(np.maximum(eta_high, anchor))
-    if not (np.all(np.isfinite(curvature)) and np.all(np.isfinite(rate))):
+    if not np.all(np.isfinite(rate)):
         raise UnsupportedBound(
-            "The Poisson-log bound overflows on the trust region (the linear predictor is too "
-            "large there). Use MinibatchBarker / Austere."
+            "The Poisson-log bound overflows at the MAP (the linear predictor is too large "
+            "there). Use MinibatchBarker / Austere."
         )
+    unbounded = ~np.isfinite(curvature)
+    curvature[unbounded] = 0.0
     value = y * anchor - rate - special.gammaln(y + 1.0)
     return LinearQuadraticBound.from_coefficients(
         design,
@@ -92,4 +97,5 @@ def map_tuned_poisson_log(
         family="poisson_log",
         chunk_entries=chunk_entries,
         region=region,
+        unbounded=unbounded,
     )

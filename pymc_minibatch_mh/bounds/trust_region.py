@@ -31,6 +31,9 @@ from scipy import linalg
 
 #: Added to sqrt(D) for the default radius (in Laplace standard deviations).
 RADIUS_MARGIN = 8.0
+#: A direction is "wide" when the tuning draws' variance in it exceeds the Laplace fit's
+#: by this factor (sampling noise of a near-Gaussian direction stays well below it).
+WIDE_VARIANCE_RATIO = 2.0
 
 
 def default_radius(ndim: int) -> float:
@@ -97,3 +100,30 @@ class TrustRegion:
     def half_width(self, direction: np.ndarray) -> float:
         """``rho ||L^T a||``: how far ``a . q`` moves from ``a . centre`` over the region."""
         return self.radius * float(np.linalg.norm(self.chol.T @ np.asarray(direction, float)))
+
+
+def grown_shape(
+    laplace_chol: np.ndarray, spread_chol: np.ndarray | None, factor: float = 1.0
+) -> np.ndarray:
+    """Shape (lower Cholesky factor) of a trust region grown after tuning; its radius stays
+    the default one.
+
+    In the Laplace fit's whitened coordinates, the eigen-directions of the tuning draws'
+    covariance ``spread_chol spread_chol^T`` where it is wide (variance ratio above
+    :data:`WIDE_VARIANCE_RATIO`, e.g. a quasi-separated category's coefficient) get that
+    variance times ``factor**2``; the others keep the Laplace fit's. Only the directions
+    where posterior mass can lie beyond the region grow: growing the whole Laplace
+    ellipsoid would loosen every row's bound as much as that one direction needs. Without
+    a wide direction (or without tuning draws) the Laplace factor is scaled by ``factor``.
+    The steps estimate the excluded mass again on every grown region, so a wrong guess
+    costs growth steps, not exactness.
+    """
+    if spread_chol is not None:
+        white = linalg.solve_triangular(laplace_chol, spread_chol, lower=True)
+        values, vectors = np.linalg.eigh(white @ white.T)
+        wide = values > WIDE_VARIANCE_RATIO
+        if np.any(wide):
+            variances = np.where(wide, values * factor * factor, 1.0)
+            shape = laplace_chol @ (vectors * np.sqrt(variances))
+            return np.linalg.cholesky(shape @ shape.T)
+    return laplace_chol * factor

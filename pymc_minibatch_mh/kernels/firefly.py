@@ -49,6 +49,14 @@ move (O(D), no data). ``z``, ``log Ltilde`` and the data part of the gradient st
 valid, since they depend only on ``q`` and the data (the likelihood must not
 depend on variables outside ``q``).
 
+Rows without a bound: a bound may give ``log B_n = -inf`` for some rows (its
+``unbounded_rows``, e.g. rows whose quadratic bound would be too loose on the trust region
+to keep the collapsed sum's float64 precision) and leave them out of its collapsed sum.
+Such a row's factor in the augmented target is ``L_n`` itself (``B_n = 0`` gives
+``p(z_n = 1 | q) = 1``): it is bright from the first draw of ``z`` and never darkens, its
+entry of ``log_lt`` holds ``log L_n / K`` and its gradient weight is ``1 / K``. The ``q``
+marginal is still the exact posterior; each such row is read at every iteration.
+
 Uniform variates: every accept/reject test draws ``u = rng.random()`` in ``[0, 1)``
 and accepts when ``log1p(-u) <= log r`` for an acceptance ratio ``r``. ``v = 1 - u``
 lies in ``(0, 1]``, so ``log v`` is never ``log(0)``, and ``P(v <= r) = min(1, r)``:
@@ -98,6 +106,9 @@ class CollapsibleBound(Protocol):
     log_bound_weighted_grad : callable
         ``(q, idx, weights) -> (D,)``: gradient of ``sum_j weights[j] log B_{idx[j]}(q)``
         (MALA only).
+    unbounded_rows : ndarray of int, optional
+        Rows with ``log B_n = -inf`` (no bound), left out of ``log_bound_sum``; see the
+        module docstring.
     """
 
     n_data: int
@@ -430,6 +441,8 @@ class FireflyState:
         ``sum_n log B_n / K + sum_bright log Ltilde_n``, at ``(position, z)``; None if
         stale. Kept apart from ``prior_grad`` so that :meth:`refresh_prior` never
         needs a pass over the data.
+    unbounded : ndarray of bool, shape (N,), or None
+        The bound's rows without a bound (always bright; see the module docstring).
     """
 
     position: np.ndarray
@@ -439,6 +452,7 @@ class FireflyState:
     log_lt: np.ndarray
     prior_grad: np.ndarray | None = field(default=None)
     data_grad: np.ndarray | None = field(default=None)
+    unbounded: np.ndarray | None = field(default=None)
 
     @property
     def grad(self) -> np.ndarray | None:
@@ -481,13 +495,15 @@ def log_tilde_likelihood(
     tolerance: float = 1e-8,
     rows=None,
 ) -> np.ndarray:
-    """Tempered ``log(L^(1/K) / B^(1/K) - 1)``; ``-inf`` where the (tempered) gap is ``<= 0``.
+    """Tempered ``log(L^(1/K) / B^(1/K) - 1)``; ``-inf`` where the (tempered) gap is ``<= 0``;
+    ``log L / K`` for a row without a bound (``log B = -inf``: its factor is ``L`` itself).
 
     Raises :class:`InvalidBoundError` (if ``check``) where the gap is below
     ``-tolerance * (1 + |log L|)``. Non-finite ``log L`` (e.g. ``-inf``) gives ``-inf``.
     """
     loglik = np.asarray(loglik, dtype=np.float64)
-    gap = loglik - np.asarray(logbound, dtype=np.float64)
+    logbound = np.asarray(logbound, dtype=np.float64)
+    gap = loglik - logbound
     if check and np.any(gap < -tolerance * (1.0 + np.abs(loglik))):
         bad = (gap < -tolerance * (1.0 + np.abs(loglik))) & np.isfinite(loglik)
         if np.any(bad):
@@ -506,7 +522,20 @@ def log_tilde_likelihood(
     nonpositive = ~(gap > 0.0)  # also catches NaN
     if np.any(nonpositive):
         out[nonpositive] = -np.inf
+    unbounded = np.isneginf(logbound) & np.isfinite(loglik)
+    if np.any(unbounded):
+        out[unbounded] = loglik[unbounded] / temperature
     return out
+
+
+def unbounded_mask(bound, n_data: int) -> np.ndarray | None:
+    """Boolean ``(N,)`` mask of the bound's rows without a bound, or None if it has none."""
+    rows = getattr(bound, "unbounded_rows", None)
+    if rows is None or not np.size(rows):
+        return None
+    mask = np.zeros(n_data, dtype=bool)
+    mask[np.asarray(rows, dtype=np.int64)] = True
+    return mask
 
 
 def draw_brightness(
@@ -533,15 +562,17 @@ def draw_brightness(
             "so FlyMC cannot draw the brightness variables there. Start the chain elsewhere "
             "(e.g. `initvals=`)."
         )
+    logbound = np.asarray(bound.log_bound(position, rows), dtype=np.float64)
     log_lt = log_tilde_likelihood(
         loglik,
-        bound.log_bound(position, rows),
+        logbound,
         settings.temperature,
         check=settings.check_bound,
         tolerance=settings.bound_tolerance,
     )
-    # p(bright) = 1 - B/L = Ltilde / (1 + Ltilde) = sigmoid(log Ltilde).
+    # p(bright) = 1 - B/L = Ltilde / (1 + Ltilde) = sigmoid(log Ltilde); 1 without a bound.
     bright = np.log1p(-rng.random(n)) <= -np.logaddexp(0.0, -log_lt)
+    bright |= np.isneginf(logbound)
     return BrightnessStore(n, bright), log_lt
 
 
@@ -561,12 +592,13 @@ def new_firefly_state(
         bound_sum=float(bound.log_bound_sum(position)),
         store=store,
         log_lt=log_lt,
+        unbounded=unbounded_mask(bound, target.n_data),
     )
 
 
 # ------------------------------------------------------------------------ q | z
 def _data_grad(
-    q, idx, log_lt, target, bound, temperature, bound_sum_grad=None
+    q, idx, log_lt, target, bound, temperature, bound_sum_grad=None, unbounded=None
 ) -> tuple[np.ndarray, int]:
     """Gradient of the augmented log density minus the log prior at ``q``, bright set ``idx``.
 
@@ -574,7 +606,9 @@ def _data_grad(
     ``grad log Ltilde_n = (grad log L_n - grad log B_n) / (K (1 - exp(-g_n)))``, and
     ``1 / (1 - exp(-g)) = (1 + Ltilde) / Ltilde = 1 + exp(-log Ltilde)``: one weighted
     gradient pass over the bright rows. Returns the gradient and the rows evaluated.
-    ``bound_sum_grad`` is the collapsed bound's gradient at ``q`` if already known.
+    ``bound_sum_grad`` is the collapsed bound's gradient at ``q`` if already known. A row
+    without a bound (``unbounded``, the state's mask) has weight ``1 / K`` (its entry of
+    ``log_lt`` is ``log L_n / K``), and its bound's gradient is 0.
     """
     if bound_sum_grad is None:
         bound_sum_grad = bound.log_bound_sum_grad(q)
@@ -583,6 +617,8 @@ def _data_grad(
         return grad, 0
     with np.errstate(over="ignore"):  # an infinite weight makes the proposal rejected
         weights = (1.0 + np.exp(-log_lt)) / temperature
+    if unbounded is not None:
+        weights[unbounded[idx]] = 1.0 / temperature
     grad = grad + target.loglik_weighted_grad(q, idx, weights)
     grad = grad - bound.log_bound_weighted_grad(q, idx, weights)
     return grad, idx.size
@@ -625,7 +661,13 @@ def theta_update(
             state.prior_grad = np.asarray(target.logprior_grad(state.position), dtype=np.float64)
         if state.data_grad is None:
             state.data_grad, used = _data_grad(
-                state.position, bright, state.log_lt[bright], target, bound, temp
+                state.position,
+                bright,
+                state.log_lt[bright],
+                target,
+                bound,
+                temp,
+                unbounded=state.unbounded,
             )
             n_evals += used
         grad = state.grad
@@ -656,7 +698,9 @@ def theta_update(
     prior_grad_new = data_grad_new = None
     if mala:
         prior_grad_new = np.asarray(target.logprior_grad(new), dtype=np.float64)
-        data_grad_new, used = _data_grad(new, bright, log_lt_new, target, bound, temp)
+        data_grad_new, used = _data_grad(
+            new, bright, log_lt_new, target, bound, temp, unbounded=state.unbounded
+        )
         n_evals += used
         log_q_ratio = _mala_log_density(
             state.position, new, prior_grad_new + data_grad_new, scaling, proposal.chol
@@ -695,7 +739,7 @@ def _bright_log_tilde(q, bright, target, bound, settings) -> np.ndarray:
     )
 
 
-def _conditional_at(q, bright, target, bound, settings):
+def _conditional_at(q, bright, target, bound, settings, unbounded=None):
     """``(log density, prior grad, data grad, log Ltilde of the bright rows, bound sum)``
     of ``q | z`` at ``q``, or None where it is 0 (outside the prior support or the trust
     region, or a bright point with ``Ltilde = 0``)."""
@@ -715,7 +759,7 @@ def _conditional_at(q, bright, target, bound, settings):
         bound_sum, bound_grad = float(bound.log_bound_sum(q)), None
     else:  # the sum and its gradient share their O(D^2) work
         bound_sum, bound_grad = both(q)
-    data_grad, _ = _data_grad(q, bright, log_lt, target, bound, temp, bound_grad)
+    data_grad, _ = _data_grad(q, bright, log_lt, target, bound, temp, bound_grad, unbounded)
     prior_grad = np.asarray(target.logprior_grad(q), dtype=np.float64)
     grad = prior_grad + data_grad
     if not np.all(np.isfinite(grad)):
@@ -756,7 +800,13 @@ def hmc_theta_update(
     n_evals = 0
     if state.data_grad is None:
         state.data_grad, used = _data_grad(
-            state.position, bright, state.log_lt[bright], target, bound, settings.temperature
+            state.position,
+            bright,
+            state.log_lt[bright],
+            target,
+            bound,
+            settings.temperature,
+            unbounded=state.unbounded,
         )
         n_evals += used
     value0 = state.log_density(settings.temperature)
@@ -780,7 +830,7 @@ def hmc_theta_update(
         for _ in range(n_steps):
             momentum = momentum + 0.5 * step_size * g_u
             q = q + step_size * colour(momentum)
-            at = _conditional_at(q, bright, target, bound, settings)
+            at = _conditional_at(q, bright, target, bound, settings, state.unbounded)
             n_evals += 2 * n_bright
             if at is None:
                 exit_ = int(region is not None and not region.contains(q))
@@ -814,6 +864,7 @@ def brightness_update(
     Each datum gets one MH move from its state at the start of the update:
     bright -> dark proposed always, accepted w.p. ``min(1, q_db / Ltilde_n)``;
     dark -> bright proposed w.p. ``q_db``, accepted w.p. ``min(1, Ltilde_n / q_db)``.
+    Rows without a bound stay bright.
     """
     if getattr(bound, "exact", False):
         return 0  # B_n = L_n: every L~_n is 0, no datum can turn bright
@@ -821,7 +872,10 @@ def brightness_update(
     log_q = math.log(settings.q_db)
     bright = np.asarray(store.bright_indices(), dtype=np.int64)
     n_bright = bright.size
-    darken = bright[np.log1p(-rng.random(n_bright)) <= log_q - state.log_lt[bright]]
+    darken = np.log1p(-rng.random(n_bright)) <= log_q - state.log_lt[bright]
+    if state.unbounded is not None:
+        darken &= ~state.unbounded[bright]  # B_n = 0: p(z_n = 1 | q) = 1
+    darken = bright[darken]
 
     offsets = geometric_positions(rng, settings.q_db, store.n_dark)
     candidates = np.asarray(store.arr[n_bright + offsets], dtype=np.int64)

@@ -11,6 +11,7 @@ import pymc as pm
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch_mh.bounds.bohning import map_tuned_bohning, untuned_bohning
+from pymc_minibatch_mh.bounds.excluded_mass import GROWTH_FACTOR
 from pymc_minibatch_mh.bounds.free_scale import map_tuned_free_scale
 from pymc_minibatch_mh.bounds.gamma_log import map_tuned_gamma_log
 from pymc_minibatch_mh.bounds.jaakkola_jordan import (
@@ -30,7 +31,7 @@ from pymc_minibatch_mh.bounds.row_cells import (
 )
 from pymc_minibatch_mh.bounds.student_t import map_tuned_student_t, untuned_student_t
 from pymc_minibatch_mh.bounds.sum_bound import SumBound
-from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
+from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius, grown_shape
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation
 from pymc_minibatch_mh.kernels.firefly import (
     THETA_UPDATES,
@@ -52,7 +53,11 @@ from pymc_minibatch_mh.step_methods.base import (
     block_value_vars,
 )
 from pymc_minibatch_mh.step_methods.reference import block_position, find_map
-from pymc_minibatch_mh.step_methods.region_check import check_region, tuning_spread
+from pymc_minibatch_mh.step_methods.region_check import (
+    check_region,
+    spread_shape,
+    tuning_spread,
+)
 
 BOUND_FAMILIES = (
     "bernoulli_logit",
@@ -90,6 +95,7 @@ _GRADIENT_METHODS = ("log_bound_sum_grad", "log_bound_weighted_grad")
 
 @dataclass_state
 class FlyMCState(MinibatchStepState):
+    bound: object
     firefly: FireflyState | None
     bright_fraction: BrightFractionAverage | None
     q_db: float
@@ -189,10 +195,14 @@ class FlyMC(MinibatchStep):
         ``sqrt(D) + 8``); ``theta`` proposals outside it are rejected without reading data
         (stat ``region_exits``), so the chain is exact for the posterior restricted to it
         (see :mod:`pymc_minibatch_mh.bounds.trust_region`). At the end of tuning each chain
-        estimates the posterior mass outside it (stat ``excluded_mass``) and warns when that
-        exceeds 1e-6; the region is not grown.
-        Bounds so loose on the region that their collapsed sum would lose its float64
-        precision are refused at construction.
+        estimates the posterior mass outside it (stat ``excluded_mass``) and, unless
+        ``trust_radius`` was given, grows the region (1.5 times, up to four times) until
+        that is below 1e-6, building the bounds again; it warns when the mass stays above.
+        Where the Poisson-log bound is so loose on the region that its collapsed sum would
+        lose its float64 precision (a diffuse prior and a quasi-separated category), its
+        loosest rows get no bound and are read at every iteration (attribute
+        ``n_unbounded``, at most half the rows; beyond that, and for the other families,
+        such bounds are refused).
     row_cells : bool, default True
         Student-t free scales (and Poisson-log on dense designs; Poisson-log with
         group-indexed coefficients is refused), when each row touches the shared
@@ -370,6 +380,7 @@ initial_point, compile_kwargs, blocked
             self.bound = self._recognised_bound(model, initial_point, bound, map_point)
         else:
             self.bound = self._checked_bound(bound, initial_point, gradient_move)
+        self._untuned_bound = self.bound
         if getattr(self.bound, "exact", False) and theta_update == "hmc":
             if kwargs.get("steps_per_draw") is None:
                 # No datum is ever bright: each HMC move is one on the exact posterior, and
@@ -517,22 +528,35 @@ initial_point, compile_kwargs, blocked
                 )
             region = self._trust_region(lp, q_map)
         q_init = block_position(initial_point, self.vars)
+        self._q_map, self._q_init = q_map, q_init
         with progress_status(status, enabled=self.progressbar):
-            bounds = [_build_bound(part, q_map, q_init, region) for part in parts]
+            return self._bound_on(region)
+
+    def _bound_on(self, region):
+        """The recognised likelihood's bound on ``region`` (None: the family's bounds are
+        global), with the loosest rows left unbounded if its sum would lose precision."""
+        parts = getattr(self._lp, "parts", (self._lp,))
+        bounds = [_build_bound(part, self._q_map, self._q_init, region) for part in parts]
         if region is not None:
-            _refuse_imprecise_sums(bounds, region)
+            bounds = _precise_bounds(bounds, region)
         return bounds[0] if len(bounds) == 1 else SumBound(tuple(bounds), region)
 
-    def _trust_region(self, lp, q_map: np.ndarray):
+    def _trust_region(self, lp, q_map: np.ndarray, factor: float = 1.0, chol=None):
         """Every row cell's ellipsoid (``row_cells``) or one ellipsoid of ``trust_radius``
-        (default ``sqrt(D) + 8``) Laplace sds around the MAP."""
-        chol, ndim = self._laplace_chol, self.tall_data.ndim
+        (default ``sqrt(D) + 8``) Laplace sds around the MAP; the default radius is
+        ``factor`` times larger when the region is grown after tuning (a cell's margin
+        beyond ``sqrt(|T|)`` grows by as much as the block's radius), and its shape is
+        ``chol`` (default the Laplace fit's)."""
+        chol = self._laplace_chol if chol is None else chol
+        ndim = self.tall_data.ndim
         single = getattr(lp, "parts", None) is None
+        radius = default_radius(ndim) if self.trust_radius is None else self.trust_radius
+        radius *= factor
         if self.row_cells and self.trust_radius is None and single:
             cells = row_cells_for(lp, q_map, chol, likelihood_row_supports(lp))
             if cells is not None:
-                return CellRegion.around(cells, chol, default_radius(ndim) - math.sqrt(ndim))
-        radius = default_radius(ndim) if self.trust_radius is None else self.trust_radius
+                margin = max(radius - math.sqrt(ndim), 1.0)
+                return CellRegion.around(cells, chol, margin)
         return TrustRegion(q_map, chol, radius)
 
     def _map_position(self, model, initial_point, map_point) -> np.ndarray:
@@ -571,10 +595,19 @@ initial_point, compile_kwargs, blocked
             raise ValueError("The bound's log_bound_sum is not finite at the initial point.")
         return bound
 
+    @property
+    def n_unbounded(self) -> int:
+        """Rows left without a bound (read at every iteration; see ``trust_radius``)."""
+        return int(np.size(getattr(self.bound, "unbounded_rows", ())))
+
     # ---------------------------------------------------------------- PyMC hooks
     def reset_tuning(self) -> None:
-        """Restore proposal scale, covariance and ``q_db`` to their values before tuning."""
+        """Restore proposal scale, covariance, ``q_db`` and the bound (its region) to their
+        values before tuning."""
         super().reset_tuning()
+        if self.bound is not self._untuned_bound:  # a region grown by the last chain
+            self.bound = self._untuned_bound
+            self.firefly = None
         self.q_db = self._untuned_q_db
         self.bright_fraction = None
         self.excluded_mass = math.nan
@@ -582,16 +615,31 @@ initial_point, compile_kwargs, blocked
 
     def stop_tuning(self) -> None:
         """End of tuning: estimate the posterior mass outside the bounds' trust region
-        (stat ``excluded_mass``) and warn if it is not negligible. FlyMC keeps its region
-        (the brightness variables are tied to the bounds); ``trust_radius=`` sets it."""
+        (stat ``excluded_mass``) and, with the default radius, grow the region until it is
+        negligible (:func:`~pymc_minibatch_mh.bounds.excluded_mass.grow_until_negligible`:
+        the bounds are built again on the larger region, and ``z`` is drawn afresh at the
+        chain's point); warn if the mass stays above 1e-6. A ``trust_radius=`` given is
+        kept."""
         super().stop_tuning()
         if getattr(self.bound, "region", None) is None or not isinstance(self._bound_request, str):
             return
         advice = (
             "Pass a larger `trust_radius=` to FlyMC (in Laplace sds; the default is "
-            "sqrt(D) + 8), or use TunaMH(), which grows its region after tuning."
+            "sqrt(D) + 8 and grown after tuning), or use TunaMH() or MinibatchBarker()."
         )
-        check_region(self, self.bound, advice=advice)
+
+        spread = spread_shape(self.tuning_spread)
+
+        def rebuild(factor):
+            # The first growth reshapes the region alone (by the tuning draws' spread).
+            shape = grown_shape(self._laplace_chol, spread, factor / GROWTH_FACTOR)
+            return self._bound_on(self._trust_region(self._lp, self._q_map, chol=shape))
+
+        grow = rebuild if self.trust_radius is None else None
+        bound, _ = check_region(self, self.bound, rebuild=grow, advice=advice)
+        if bound is not self.bound:
+            self.bound = bound
+            self.firefly = None  # z is tied to the bounds: drawn again at the next step
 
     def set_rng(self, rng) -> None:
         """Per-chain hook: new generator; ``z`` is redrawn at the chain's first point."""
@@ -722,10 +770,13 @@ initial_point, compile_kwargs, blocked
 
 #: Largest rounding error (in nats) tolerated in the collapsed sum of the bounds.
 _MAX_SUM_ROUNDING = 0.01
+#: Largest fraction of the rows left without a bound (read at every iteration) for it.
+_MAX_UNBOUNDED_FRACTION = 0.5
 
 
-def _refuse_imprecise_sums(bounds: list, region) -> None:
-    """Refuse bounds whose collapsed sum loses its precision on the trust region.
+def _precise_bounds(bounds: list, region) -> list:
+    """The bounds, with the loosest rows left without a bound where the collapsed sum
+    would otherwise lose its precision on the trust region; refused if that cannot help.
 
     FlyMC's target adds the collapsed sum of all N log-bounds and subtracts the bright
     data's own: where a quadratic bound falls far below its likelihood (a curvature such
@@ -733,38 +784,59 @@ def _refuse_imprecise_sums(bounds: list, region) -> None:
     float64 rounding of the sum, about ``eps D sum_n |a_n| reach_n^2``, swamps the
     likelihood itself. Measured on a Poisson regression whose 200-row category has only
     zero counts (prior sd 100): curvatures near ``e^96``, and a chain that settled where
-    the log posterior is -1.6e30.
+    the log posterior is -1.6e30. A single bound with one channel (Poisson-log) drops the
+    rows of largest ``|a_n| reach_n^2`` from its sum until the rest rounds by at most
+    :data:`_MAX_SUM_ROUNDING` nats: FlyMC reads those rows at every iteration (they are
+    bright with probability near 1 anyway). Other bounds are refused.
     """
     eps = float(np.finfo(np.float64).eps)
-    spread = 0.0
-    for bound in bounds:
-        if getattr(bound, "region", None) is None:
-            continue
-        reach = region.row_radii() * _row_norms(bound.design, region.chol)
-        if hasattr(bound, "curvature_eta"):  # two channels: eta and the free scale
-            if bound.scale_design is not None:  # a scale per row
-                scale_reach = region.row_radii() * _row_norms(bound.scale_design, region.chol)
-            else:
-                scale_reach = region.radius * float(np.linalg.norm(region.chol.T @ bound.scale_row))
-            spread += float(np.sum(np.abs(bound.curvature_eta) * bound.weight**2 * reach**2))
-            spread += float(np.sum(np.abs(bound.curvature_scale) * scale_reach**2))
-            if bound.cross is not None:
-                cross = np.abs(bound.cross) * bound.weight * reach * scale_reach
-                spread += 2.0 * float(np.sum(cross))
-        else:
-            spread += float(np.sum(np.abs(bound.curvature) * reach**2))
-    rounding = eps * region.centre.size * spread
-    if not rounding <= _MAX_SUM_ROUNDING:
-        raise UnsupportedBound(
-            f"FlyMC's bounds ({', '.join(b.family for b in bounds)}) are so loose on their "
-            f"trust region that their summed log-bound would be rounded by about "
-            f"{rounding:.2g} nats (curvatures up to {_largest_curvature(bounds):.3g}): the "
-            "posterior is much wider than its Laplace fit at the MAP in some direction, as "
-            "with a diffuse prior and a (quasi-)separated category. FlyMC cannot sample it "
-            "exactly. Use TunaMH(), which estimates the mass outside its region after "
-            "tuning and grows the region, or MinibatchBarker(); or give the coefficients a "
-            "weakly informative prior."
-        )
+    limit = _MAX_SUM_ROUNDING / (eps * region.centre.size)
+    spreads = [_row_spreads(bound, region) for bound in bounds]
+    total = sum(float(np.sum(spread)) for spread in spreads)
+    if total <= limit:
+        return bounds
+    (bound,) = bounds if len(bounds) == 1 else (None,)
+    if hasattr(bound, "without_bounds_on"):
+        spread = spreads[0]
+        order = np.argsort(spread)[::-1]
+        # left[k]: the sum over the rows kept after dropping the k loosest (summed from the
+        # smallest up: a difference of huge sums would be rounding noise).
+        left = np.append(np.cumsum(spread[order][::-1])[::-1], 0.0)
+        n_drop = int(np.searchsorted(-left, -limit))
+        if n_drop <= _MAX_UNBOUNDED_FRACTION * spread.size:
+            return [bound.without_bounds_on(order[:n_drop])]
+    rounding = eps * region.centre.size * total
+    raise UnsupportedBound(
+        f"FlyMC's bounds ({', '.join(b.family for b in bounds)}) are so loose on their "
+        f"trust region that their summed log-bound would be rounded by about "
+        f"{rounding:.2g} nats (curvatures up to {_largest_curvature(bounds):.3g}), and "
+        "reading the loosest rows at every iteration instead would not help: the "
+        "posterior is much wider than its Laplace fit at the MAP in some direction, as "
+        "with a diffuse prior and a (quasi-)separated category. FlyMC cannot sample it "
+        "exactly. Use TunaMH(), which estimates the mass outside its region after "
+        "tuning and grows the region, or MinibatchBarker(); or give the coefficients a "
+        "weakly informative prior."
+    )
+
+
+def _row_spreads(bound, region) -> np.ndarray:
+    """Each row's ``|a_n| reach_n^2`` (summed over its channels) on the region: the size of
+    its term in the collapsed sum where the bound is loosest; 0 for a global bound."""
+    if getattr(bound, "region", None) is None:
+        return np.zeros(bound.n_data)
+    reach = region.row_radii() * _row_norms(bound.design, region.chol)
+    if not hasattr(bound, "curvature_eta"):
+        return np.abs(bound.curvature) * reach**2
+    # Two channels: eta and the free scale (shared, or one per row).
+    if bound.scale_design is not None:
+        scale_reach = region.row_radii() * _row_norms(bound.scale_design, region.chol)
+    else:
+        scale_reach = region.radius * float(np.linalg.norm(region.chol.T @ bound.scale_row))
+    spread = np.abs(bound.curvature_eta) * bound.weight**2 * reach**2
+    spread = spread + np.abs(bound.curvature_scale) * scale_reach**2
+    if bound.cross is not None:
+        spread = spread + 2.0 * np.abs(bound.cross) * bound.weight * reach * scale_reach
+    return spread
 
 
 def _largest_curvature(bounds: list) -> float:

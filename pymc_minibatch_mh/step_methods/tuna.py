@@ -11,6 +11,7 @@ from pymc.stats.convergence import SamplerWarning, WarningType
 from pymc.step_methods.state import dataclass_state
 from pytensor.tensor.random.basic import UniformRV
 
+from pymc_minibatch_mh.bounds.excluded_mass import GROWTH_FACTOR
 from pymc_minibatch_mh.bounds.lipschitz import (
     BOX_FAMILIES,
     GLOBAL_FAMILIES,
@@ -27,7 +28,7 @@ from pymc_minibatch_mh.bounds.taylor_remainder import (
     remainder_bound_unavailable,
     taylor_remainder_bound,
 )
-from pymc_minibatch_mh.bounds.trust_region import RADIUS_MARGIN, default_radius
+from pymc_minibatch_mh.bounds.trust_region import RADIUS_MARGIN, default_radius, grown_shape
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow
 from pymc_minibatch_mh.kernels.proposals import ProposalMixture
 from pymc_minibatch_mh.kernels.target import ChainState
@@ -53,7 +54,11 @@ from pymc_minibatch_mh.step_methods.base import (
     MinibatchStepState,
     normal_with_free_scale,
 )
-from pymc_minibatch_mh.step_methods.region_check import check_region, tuning_spread
+from pymc_minibatch_mh.step_methods.region_check import (
+    check_region,
+    spread_shape,
+    tuning_spread,
+)
 
 _EXPLICIT_BOUND_HINT = (
     "Pass the bound explicitly: `c=` an array of N per-datum constants and `metric=` a "
@@ -83,7 +88,7 @@ class TunaStepState(MinibatchStepState):
     index_table: CumulativeTable | None
     chi_adaptation: ChiAdaptation | None
     previous_chi_adaptation: ChiAdaptation | None
-    radius_factor: float
+    region_shape: np.ndarray | None
     excluded_mass: float
     tuning_spread: CovarianceWindow
 
@@ -142,9 +147,12 @@ class TunaMH(MinibatchStep):
       proposals. At the end of tuning each chain estimates the posterior mass outside
       the region by importance sampling (stat ``excluded_mass``,
       :mod:`pymc_minibatch_mh.bounds.excluded_mass`) and, with the default radius, grows
-      the region 1.5-fold (up to 4 times) until the estimate plus three standard errors
-      is at most 1e-6; it warns if that fails, or if a proposal leaves the region while
-      the chain is within 4 sds of its boundary;
+      the region until the estimate plus three standard errors is at most 1e-6: first
+      reshaped to the tuning draws' spread in the directions where that is more than
+      twice the Laplace variance, then those directions widened 1.5-fold (up to 4
+      growths; without such a direction, the whole ellipsoid;
+      :func:`~pymc_minibatch_mh.bounds.trust_region.grown_shape`); it warns if that fails,
+      or if a proposal leaves the region while the chain is within 4 sds of its boundary;
     * several observed variables over the same rows, each of these families: the sum of
       their bounds (they share the metric and the region).
 
@@ -314,7 +322,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         self.trust_radius = trust_radius
         self.row_cells = bool(row_cells)
         self._row_supports = None
-        self.radius_factor = 1.0
+        self.region_shape = None
         self.excluded_mass = math.nan
         self._warned_region = False
         if chi is not None and not (math.isfinite(chi) and chi > 0):
@@ -463,9 +471,10 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
             return None
         return normal_with_free_scale(self._lp, self)
 
-    def _remainder_bound(
-        self, lp, reference: np.ndarray, radius_factor: float | None = None
-    ) -> LipschitzBound:
+    def _remainder_bound(self, lp, reference: np.ndarray, shape=None) -> LipschitzBound:
+        """The Taylor-remainder bound around ``reference`` on the trust region of radius
+        ``trust_radius`` (default ``sqrt(D) + 8``) and shape ``shape`` (default: the
+        region grown after tuning, else the Laplace fit's)."""
         if self._exact_sum is not None:
             # The control variates' proxy is the log-likelihood itself: every residual is
             # 0, so c = 0 and no datum is ever drawn.
@@ -478,17 +487,16 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         radius = self.trust_radius
         if radius is None:
             radius = default_radius(self.tall_data.ndim)
-        radius *= self.radius_factor if radius_factor is None else radius_factor
+        if shape is None:
+            shape = self._laplace_chol if self.region_shape is None else self.region_shape
         cells = None
         single = getattr(lp, "parts", None) is None and lp.family != "categorical_logit"
         if self.row_cells and single:
             if self._row_supports is None:
                 self._row_supports = (likelihood_row_supports(lp),)
-            cells = row_cells_for(lp, reference, self._laplace_chol, self._row_supports[0])
+            cells = row_cells_for(lp, reference, shape, self._row_supports[0])
         try:
-            return taylor_remainder_bound(
-                lp, reference, chol=self._laplace_chol, radius=radius, cells=cells
-            )
+            return taylor_remainder_bound(lp, reference, chol=shape, radius=radius, cells=cells)
         except UnsupportedBound as err:
             raise UnsupportedBound(f"TunaMH with control_variates=True: {err}") from err
 
@@ -607,7 +615,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         self.previous_chi_adaptation = None
         self._last_cm2 = math.nan
         self._warned_region = False
-        self.radius_factor = 1.0
+        self.region_shape = None
         self.excluded_mass = math.nan
         self.tuning_spread = tuning_spread(self.tall_data.ndim)
 
@@ -641,14 +649,18 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         if region is None or not self.control_variates or self._user_bound:
             return
 
+        spread = spread_shape(self.tuning_spread)
+
         def rebuild(factor):
-            return self._remainder_bound(self._lp, self.reference.reference, factor)
+            # The first growth reshapes the region alone (by the tuning draws' spread).
+            shape = grown_shape(self._laplace_chol, spread, factor / GROWTH_FACTOR)
+            return self._remainder_bound(self._lp, self.reference.reference, shape)
 
         grow = rebuild if self.trust_radius is None else None
-        bound, factor = check_region(self, self.bound, rebuild=grow)
+        bound, _ = check_region(self, self.bound, rebuild=grow)
         if bound is not self.bound:
             self._set_bound(bound)
-            self.radius_factor = factor
+            self.region_shape = bound.region.chol
 
     def _adapt(self, position: np.ndarray, accept_prob: float) -> None:
         """Base tuning, then the whitened bound follows the proposal and ``chi`` the moves."""

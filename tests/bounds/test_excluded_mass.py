@@ -122,3 +122,29 @@ def test_a_log_posterior_never_finite_is_reported_not_grown(geometry):
     assert message.startswith("TunaMH:") and "could not be estimated" in message
     kept = excluded_mass_warning("FlyMC", ExcludedMass(0.01, 0.02, 400), start.region, False)
     assert "region is kept as it is" in kept and "could not be grown" not in kept
+
+
+def test_a_grown_shape_widens_only_the_wide_directions():
+    """Tuning draws spread 6 times the Laplace sd along one (oblique) direction: the grown
+    region reaches that far (times the factor) there and keeps the Laplace extent in the
+    directions orthogonal to it; it contains the Laplace ellipsoid. Controls: without a
+    wide direction (or draws) the Laplace factor is scaled uniformly."""
+    from pymc_minibatch_mh.bounds.trust_region import grown_shape
+
+    rng = np.random.default_rng(4)
+    laplace = np.linalg.cholesky(np.cov(rng.normal(size=(4, 50))) + 0.5 * np.eye(4))
+    direction = np.array([1.0, 2.0, 0.0, -1.0])
+    white = np.linalg.solve(laplace, direction)
+    white /= np.linalg.norm(white)  # unit direction in whitened coordinates
+    spread_white = np.eye(4) + 35.0 * np.outer(white, white)  # variance 36 along it
+    spread = np.linalg.cholesky(laplace @ spread_white @ laplace.T)
+    for factor in (1.0, 1.5):
+        shape = grown_shape(laplace, spread, factor)
+        cov_white = np.linalg.solve(laplace, np.linalg.solve(laplace, shape @ shape.T).T)
+        assert white @ cov_white @ white == pytest.approx(36.0 * factor**2, rel=1e-9)
+        others = np.linalg.svd(white[None, :])[2][1:]  # orthonormal complement
+        np.testing.assert_allclose(others @ cov_white @ others.T, np.eye(3), atol=1e-9)
+        assert np.all(np.linalg.eigvalsh(cov_white - np.eye(4)) > -1e-9)  # contains Laplace
+    narrow = np.linalg.cholesky(laplace @ (1.5 * np.eye(4)) @ laplace.T)
+    np.testing.assert_allclose(grown_shape(laplace, narrow, 1.5), 1.5 * laplace)
+    np.testing.assert_allclose(grown_shape(laplace, None, 2.0), 2.0 * laplace)

@@ -581,3 +581,76 @@ def test_a_zero_uniform_gives_the_right_decisions(logistic):
     brightened = now & ~was_bright
     assert proposed > np.sum(brightened) > 0
     assert np.all(state.log_lt[brightened] >= log_q)
+
+
+# ---------------------------------------------------------------- rows without a bound
+UNBOUNDED = np.arange(0, N, 5)  # every fifth row
+
+
+def _without_bounds(logistic):
+    x, y = logistic["x"], logistic["y"]
+    tight = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
+    return tight.without_bounds_on(UNBOUNDED)
+
+
+def test_a_bound_without_rows_sums_only_the_others(logistic):
+    """The collapsed sum leaves the unbounded rows out; their log-bound is -inf; their
+    log Ltilde entry is log L / K and they start bright."""
+    x, y, target = logistic["x"], logistic["y"], logistic["target"]
+    tight = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
+    bound = _without_bounds(logistic)
+    np.testing.assert_array_equal(bound.unbounded_rows, UNBOUNDED)
+    q = logistic["q_map"] + np.array([0.4, -0.3])
+    kept = np.setdiff1d(np.arange(N), UNBOUNDED)
+    assert bound.log_bound_sum(q) == pytest.approx(tight.log_bound(q, kept).sum(), rel=1e-12)
+    grad = bound.log_bound_weighted_grad(q, UNBOUNDED, np.ones(UNBOUNDED.size))
+    np.testing.assert_array_equal(grad, 0.0)
+    assert np.all(np.isneginf(bound.log_bound(q, UNBOUNDED)))
+    log_l = target.loglik(q, UNBOUNDED)
+    np.testing.assert_allclose(
+        log_tilde_likelihood(log_l, bound.log_bound(q, UNBOUNDED), 2.0), log_l / 2.0
+    )
+    rng = np.random.default_rng(0)
+    state = new_firefly_state(rng, q, target, bound, FireflySettings(q_db=0.5))
+    assert np.all(state.store.is_bright(UNBOUNDED))
+    assert state.store.n_bright >= UNBOUNDED.size
+
+
+@pytest.mark.parametrize(("theta_update", "scaling"), [("rw", 0.35), ("mala", 0.2), ("hmc", 0.1)])
+def test_rows_without_a_bound_keep_flymc_exact(logistic, theta_update, scaling):
+    """A fifth of the rows without a bound: the chain still matches the grid posterior,
+    and those rows stay bright throughout."""
+    bound = _without_bounds(logistic)
+    settings = FireflySettings(q_db=0.05, theta_update=theta_update)
+    rng = np.random.default_rng(3)
+    target = logistic["target"]
+    state = new_firefly_state(rng, logistic["q_map"], target, bound, settings)
+    iters = ITERS if theta_update != "hmc" else ITERS // 4
+    draws = np.empty((iters, 2))
+    for i in range(iters):
+        state, _ = firefly_kernel(rng, state, target, bound, settings, scaling=scaling)
+        draws[i] = state.position
+        if i % 997 == 0:
+            assert np.all(state.store.is_bright(UNBOUNDED))
+    state.store.check_consistency()
+    z = _z_scores(draws[iters // 20 :], _grid_moments(logistic, 1.0))
+    print("z-scores", z.round(2))
+    assert np.all(np.abs(z) < Z_TOL), z.round(2)
+
+
+def test_negative_control_rows_without_a_bound_treated_as_bounded_fail(logistic):
+    """The same bound with the kernel's care for those rows removed (they may darken and
+    are then weighted as if bounded): the chain is biased."""
+    bound = _without_bounds(logistic)
+    settings = FireflySettings(q_db=0.05)
+    rng = np.random.default_rng(3)
+    target = logistic["target"]
+    state = new_firefly_state(rng, logistic["q_map"], target, bound, settings)
+    state.unbounded = None
+    draws = np.empty((ITERS, 2))
+    for i in range(ITERS):
+        state, _ = firefly_kernel(rng, state, target, bound, settings, scaling=0.35)
+        draws[i] = state.position
+    z = _z_scores(draws[ITERS // 20 :], _grid_moments(logistic, 1.0))
+    print("z-scores", z.round(2))
+    assert np.any(np.abs(z) >= Z_TOL), z.round(2)
