@@ -133,6 +133,20 @@ class OverDesignRows:
         return self.design.shape[0]
 
     @property
+    def unbounded_rows(self) -> np.ndarray:
+        """Indices of the rows without a bound (``log B_n = -inf``; attribute
+        ``unbounded``, a boolean mask or None): empty if every row has one."""
+        mask = getattr(self, "unbounded", None)
+        return np.empty(0, dtype=np.int64) if mask is None else np.flatnonzero(mask)
+
+    def _unbounded_with(self, rows: np.ndarray) -> np.ndarray:
+        """The mask of rows without a bound once ``rows`` (a mask or indices) are added."""
+        mask = getattr(self, "unbounded", None)
+        mask = np.zeros(self.n_data, dtype=bool) if mask is None else mask.copy()
+        mask[rows] = True
+        return mask
+
+    @property
     def ndim(self) -> int:
         return self.design.shape[1]
 
@@ -178,19 +192,9 @@ class LinearQuadraticBound(OverDesignRows):
     region: TrustRegion | None = None
     unbounded: np.ndarray | None = None
 
-    @property
-    def unbounded_rows(self) -> np.ndarray:
-        """Indices of the rows without a bound (empty if every row has one)."""
-        if self.unbounded is None:
-            return np.empty(0, dtype=np.int64)
-        return np.flatnonzero(self.unbounded)
-
     def without_bounds_on(self, rows: np.ndarray) -> LinearQuadraticBound:
         """The same bound with no bound on ``rows`` (a boolean mask or indices) as well:
         their coefficients are dropped and the sum collapsed again (one pass)."""
-        mask = np.zeros(self.n_data, dtype=bool) if self.unbounded is None else self.unbounded
-        mask = mask.copy()
-        mask[rows] = True
         return type(self).from_coefficients(
             self.design,
             self.offset,
@@ -201,7 +205,7 @@ class LinearQuadraticBound(OverDesignRows):
             centre=self.collapsed.centre,
             family=self.family,
             region=self.region,
-            unbounded=mask,
+            unbounded=self._unbounded_with(rows),
         )
 
     @classmethod

@@ -126,6 +126,9 @@ class FreeScaleQuadraticBound(OverDesignRows):
     scale_design : ndarray or RowDesign, shape (N, D), optional
         A scale per row: ``t_n = z_n . (q - q*)`` with ``z_n`` its rows (``scale_row`` is
         then None).
+    unbounded : ndarray of bool, shape (N,), optional
+        Rows without a bound: ``log B_n = -inf``, left out of the collapsed sum (FlyMC
+        keeps them bright and reads them at every iteration); their coefficients are 0.
     """
 
     design: np.ndarray
@@ -142,6 +145,22 @@ class FreeScaleQuadraticBound(OverDesignRows):
     family: str
     cross: np.ndarray | None = None
     scale_design: object | None = None
+    unbounded: np.ndarray | None = None
+
+    def without_bounds_on(self, rows: np.ndarray) -> FreeScaleQuadraticBound:
+        """The same bound with no bound on ``rows`` (a boolean mask or indices) as well:
+        their coefficients are dropped and the sum collapsed again (one pass)."""
+        return _collapsed_bound(
+            self.design,
+            self.scale_row if self.scale_design is None else self.scale_design,
+            self.centre,
+            (self.value, self.slope_eta, self.slope_scale),
+            (self.curvature_eta, self.curvature_scale, self.cross),
+            weight=self.weight,
+            region=self.region,
+            family=self.family,
+            unbounded=self._unbounded_with(rows),
+        )
 
     def _deviations(self, q: np.ndarray, idx: np.ndarray | None):
         d = np.asarray(q, dtype=np.float64) - self.centre
@@ -164,9 +183,12 @@ class FreeScaleQuadraticBound(OverDesignRows):
         quadratic = self.curvature_eta[sel] * w2 * e * e + self.curvature_scale[sel] * t * t
         if self.cross is not None:
             quadratic = quadratic + 2.0 * self.weight * self.cross[sel] * e * t
-        return (
+        out = (
             self.value[sel] + self.slope_eta[sel] * e + self.slope_scale[sel] * t - 0.5 * quadratic
         )
+        if self.unbounded is not None:
+            out = np.where(self.unbounded[sel], -np.inf, out)
+        return out
 
     def log_bound_weighted_grad(
         self, q: np.ndarray, idx: np.ndarray, weights: np.ndarray
@@ -297,22 +319,57 @@ def collapse_two_channels(
 ) -> FreeScaleQuadraticBound:
     """The collapsed bound from each datum's value and slopes at ``q_map`` (``taylor``:
     ``v_n``, ``a_n``, ``b_n``) and its quadratic's coefficients (``curvatures``: ``m_n``,
-    ``k_n`` and the cross term ``c_n`` or None), in one pass over the rows."""
-    value, slope_eta, slope_scale = taylor
-    curvature_eta, curvature_scale, cross = curvatures
-    w = weight
-    design = design_rows(lp.design)
-    n, ndim = design.shape
+    ``k_n`` and the cross term ``c_n`` or None), in one pass over the rows. Rows whose
+    coefficients are not finite (a curvature that overflows at the region's far end) get
+    no bound (``unbounded``); a value at the MAP that is not finite is refused."""
     per_row = getattr(lp, "scale_design", None) is not None
     z = design_rows(lp.scale_design) if per_row else np.asarray(lp.scale_row, np.float64)
-    parts = [curvature_eta, curvature_scale, value] + ([] if cross is None else [cross])
-    if not all(np.all(np.isfinite(part)) for part in parts):
+    if not np.all(np.isfinite(taylor[0])):
         raise UnsupportedBound(
-            f"The {lp.family} free-scale bound overflows on the trust region. Use TunaMH() or "
-            "MinibatchBarker()."
+            f"The {lp.family} log-likelihood is not finite at the MAP for every row. Use "
+            "TunaMH() or MinibatchBarker()."
         )
-    curvature_eta = np.broadcast_to(curvature_eta, (n,))
-    curvature_scale = np.broadcast_to(curvature_scale, (n,))
+    n = taylor[0].shape[0]
+    unbounded = np.zeros(n, dtype=bool)
+    for part in (*taylor[1:], *curvatures):
+        if part is not None:
+            unbounded |= ~np.isfinite(np.broadcast_to(part, (n,)))
+    if unbounded.all():
+        raise UnsupportedBound(
+            f"The {lp.family} free-scale bound overflows on the trust region for every row. "
+            "Use TunaMH() or MinibatchBarker()."
+        )
+    return _collapsed_bound(
+        design_rows(lp.design),
+        z,
+        q_map,
+        taylor,
+        curvatures,
+        weight=weight,
+        region=region,
+        family=family,
+        unbounded=unbounded,
+    )
+
+
+def _collapsed_bound(
+    design, z, centre, taylor, curvatures, *, weight, region, family, unbounded
+) -> FreeScaleQuadraticBound:
+    """Sum the rows' quadratics (those not ``unbounded``) into the collapsed statistics.
+    ``z`` is the shared scale row (1-D) or the scale per row's design (2-D)."""
+    n, ndim = design.shape
+    per_row = not isinstance(z, np.ndarray) or z.ndim == 2
+    keep = None if unbounded is None or not unbounded.any() else ~unbounded
+
+    def kept(part):
+        if part is None:
+            return None
+        part = np.broadcast_to(np.asarray(part, dtype=np.float64), (n,))
+        return part if keep is None else np.where(keep, part, 0.0)
+
+    value, slope_eta, slope_scale = (kept(part) for part in taylor)
+    curvature_eta, curvature_scale, cross = (kept(part) for part in curvatures)
+    w = weight
     grad = np.zeros(ndim)
     hess = np.zeros((ndim, ndim))
     cross_sum = np.zeros(ndim)
@@ -335,11 +392,11 @@ def collapse_two_channels(
         hess -= float(np.sum(curvature_scale)) * np.outer(z, z)
         hess -= w * (np.outer(cross_sum, z) + np.outer(z, cross_sum))
     hess = 0.5 * (hess + hess.T)
-    collapsed = CollapsedQuadratic(q_map.copy(), float(np.sum(value)), grad, hess)
+    collapsed = CollapsedQuadratic(centre.copy(), float(np.sum(value)), grad, hess)
     return FreeScaleQuadraticBound(
         design,
         None if per_row else z,
-        q_map.copy(),
+        centre.copy(),
         value,
         slope_eta,
         slope_scale,
@@ -351,4 +408,5 @@ def collapse_two_channels(
         family=family,
         cross=cross,
         scale_design=z if per_row else None,
+        unbounded=None if keep is None else unbounded,
     )

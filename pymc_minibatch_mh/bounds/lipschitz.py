@@ -143,6 +143,10 @@ class LipschitzBound:
         Rows grouped by the coordinates they touch, each cell with its own metric
         (:mod:`pymc_minibatch_mh.bounds.row_cells`): the bound of row ``i`` is then
         ``c_i M_cell(i)(q, q')`` and ``metric`` is not used by TunaMH.
+    exact_rows : array_like of int, optional
+        Rows without a constant (their ``c_i`` is 0): TunaMH evaluates their terms exactly
+        at every step instead of drawing them (a row whose constant overflows on the
+        trust region, or is so large that it would be drawn many times per step).
 
     Attributes
     ----------
@@ -172,6 +176,7 @@ class LipschitzBound:
     box: tuple[np.ndarray, np.ndarray] | None = None
     region: TrustRegion | None = None
     cells: RowCells | None = None
+    exact_rows: np.ndarray | None = None
     C: float = field(init=False)
 
     def __deepcopy__(self, memo) -> LipschitzBound:
@@ -201,6 +206,12 @@ class LipschitzBound:
         object.__setattr__(self, "C", float(math.fsum(c)))
         if self.box is not None:
             object.__setattr__(self, "box", _validated_box(self.box))
+        if self.exact_rows is not None:
+            rows = np.unique(np.asarray(self.exact_rows, dtype=np.int64))
+            if rows.size and (rows[0] < 0 or rows[-1] >= c.size or np.any(c[rows] != 0)):
+                raise ValueError("exact_rows must be rows of the data whose c is 0.")
+            rows.setflags(write=False)
+            object.__setattr__(self, "exact_rows", rows if rows.size else None)
 
     def contains(self, q: np.ndarray) -> bool:
         """Whether ``q`` lies in :attr:`box` (ends included) and in :attr:`region`;

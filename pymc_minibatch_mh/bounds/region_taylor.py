@@ -138,8 +138,11 @@ def map_tuned_region_taylor(
         # (an observation near 0 or 1 of a Beta, a zero explained by the inflation) gets
         # curvature 0, which lowers the bound and keeps it valid.
         coefficient = 0.5 * np.minimum(h_ee - slack_eta, 0.0)
-        if not (np.all(np.isfinite(coefficient)) and np.all(np.isfinite(value))):
+        # A row whose slack overflows on the region gets no bound (FlyMC reads it always).
+        unbounded = ~np.isfinite(coefficient)
+        if not np.all(np.isfinite(value)) or unbounded.all():
             raise _overflow_error(lp)
+        coefficient = np.where(unbounded, 0.0, coefficient)
         return LinearQuadraticBound.from_coefficients(
             design,
             lp.offset,
@@ -150,6 +153,7 @@ def map_tuned_region_taylor(
             centre=q_map,
             family=family,
             region=region,
+            unbounded=unbounded,
         )
     return _two_channel_bound(
         lp,
@@ -207,9 +211,8 @@ def _two_channel_bound(lp, q_map, region, taylor, thirds, reaches, family):
     reach_eta, reach_t = reaches
     slack_eta = _slack(eee * reach_eta / 3.0 + eet * reach_t)
     slack_t = _slack(ett * reach_eta + ttt * reach_t / 3.0)
+    # Rows whose slack overflows on the region get no bound (collapse_two_channels).
     curvatures = (slack_eta - h_ee, slack_t - h_tt, -h_et)
-    if not all(np.all(np.isfinite(part)) for part in (*curvatures, value, slope_t)):
-        raise _overflow_error(lp)
     return collapse_two_channels(
         lp, q_map, region, (value, slope_eta, slope_t), curvatures, weight=1.0, family=family
     )

@@ -351,6 +351,16 @@ class RemainderMetric:
         return math.sqrt(dd) * (float(m @ m) + dd / 12.0)
 
 
+#: A row whose remainder constant exceeds this (in the metric's whitened units, where a
+#: typical move has ``M`` of order D; not applied without a Laplace factor) would be drawn
+#: about ``c_i M`` times per step: it is evaluated exactly at every step instead
+#: (``LipschitzBound.exact_rows``), as is a row whose constant overflows on the trust
+#: region (a quasi-separated category).
+EXACT_ROW_CONSTANT = 1.0
+#: Largest fraction of the rows evaluated exactly; beyond it the bound is refused.
+MAX_EXACT_FRACTION = 0.5
+
+
 def taylor_remainder_bound(
     lp: LinearPredictorLikelihood,
     reference: np.ndarray,
@@ -454,11 +464,20 @@ def taylor_remainder_bound(
         c *= half_l3
         del half_l3
         c.setflags(write=False)  # handed to LipschitzBound without a copy
-    if not np.all(np.isfinite(c)):
+    exact = ~np.isfinite(c)
+    if chol is not None:  # c in whitened units, where EXACT_ROW_CONSTANT means something
+        exact |= c > EXACT_ROW_CONSTANT
+    if exact.sum() > MAX_EXACT_FRACTION * c.size:
         raise UnsupportedBound(
             f"The remainder constants of the {lp.family} likelihood overflow on the trust "
-            "region: the linear predictor is too large there. Use MinibatchBarker / Austere."
+            "region for most rows: the linear predictor is too large there. Use "
+            "MinibatchBarker / Austere."
         )
+    exact_rows = None
+    if exact.any():  # evaluated at every step instead of drawn (LipschitzBound)
+        c = np.where(exact, 0.0, c)
+        c.setflags(write=False)
+        exact_rows = np.flatnonzero(exact)
     scale = " with a free scale" if getattr(lp, "free_scale", False) else ""
     if getattr(lp, "row_scales", False):
         scale = " with a log-linear scale per row"
@@ -481,6 +500,7 @@ def taylor_remainder_bound(
         description=f"second-order Taylor remainder of a {lp.family} likelihood{scale}{where}",
         region=region,
         cells=cells,
+        exact_rows=exact_rows,
     )
 
 

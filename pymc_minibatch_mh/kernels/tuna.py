@@ -33,6 +33,10 @@ with respect to the posterior restricted to that set (the full posterior when a 
 contains the prior support; for a trust region, see
 :mod:`pymc_minibatch_mh.bounds.trust_region`).
 
+Rows without a constant (``bound.exact_rows``, ``c_i = 0``) are never drawn; their terms
+``loglik_diff`` are summed exactly at every step and enter ``r`` like the prior ratio, so
+the test above runs on the other rows and the chain stays exact.
+
 References
 ----------
 .. [1] Zhang, R., Cooper, A. F., De Sa, C. "Asymptotically Optimal Exact
@@ -94,9 +98,11 @@ class TunaInfo:
         ``min(1, r)`` for the realised ``r`` (the full-data MH probability on fallback).
     batch_size : int
         Data points read: the Poisson draw ``B`` (ejected points included, as in the
-        paper), or ``N`` on a full-data fallback step.
+        paper) plus the rows evaluated exactly (``bound.exact_rows``), or ``N`` on a
+        full-data fallback step.
     n_lik_evals : int
-        Per-datum log-likelihood evaluations (``q`` and ``q'`` counted apart): ``2 B`` or ``2 N``.
+        Per-datum log-likelihood evaluations (``q`` and ``q'`` counted apart): twice the
+        batch size.
     poisson_draws : int
         ``B`` (0 on fallback and when the prior rejects before any datum is read).
     n_kept : int
@@ -229,8 +235,13 @@ def tuna_kernel(
     # Exactly known part of the log-likelihood ratio (control variates), else 0.
     offset = float(target.diff_offset(proposal, state.position)) * inv_k
     log_r = prior_part + offset + log_ratio
+    exact = getattr(bound, "exact_rows", None)
+    n_exact = 0 if exact is None else int(exact.size)
+    if n_exact:  # rows without a constant: their terms, exactly
+        log_r += float(np.sum(target.loglik_diff(proposal, state.position, exact))) * inv_k
     accepted, accept_prob = metropolis_accept(rng, log_r)
-    info = TunaInfo(accepted, accept_prob, n_draws, 2 * n_draws, n_draws, n_kept, chi)
+    rows = n_draws + n_exact
+    info = TunaInfo(accepted, accept_prob, rows, 2 * rows, n_draws, n_kept, chi)
     return (ChainState(proposal, lp_new) if accepted else state), info
 
 

@@ -198,11 +198,11 @@ class FlyMC(MinibatchStep):
         estimates the posterior mass outside it (stat ``excluded_mass``) and, unless
         ``trust_radius`` was given, grows the region (1.5 times, up to four times) until
         that is below 1e-6, building the bounds again; it warns when the mass stays above.
-        Where the Poisson-log bound is so loose on the region that its collapsed sum would
-        lose its float64 precision (a diffuse prior and a quasi-separated category), its
-        loosest rows get no bound and are read at every iteration (attribute
-        ``n_unbounded``, at most half the rows; beyond that, and for the other families,
-        such bounds are refused).
+        Where a bound is so loose on the region that its collapsed sum would lose its
+        float64 precision, or overflows there (a diffuse prior and a quasi-separated
+        category), its loosest rows get no bound and are read at every iteration
+        (attribute ``n_unbounded``, at most half the rows; beyond that, and for a model of
+        several likelihoods, such bounds are refused).
     row_cells : bool, default True
         Student-t free scales (and Poisson-log on dense designs; Poisson-log with
         group-indexed coefficients is refused), when each row touches the shared
@@ -380,7 +380,7 @@ initial_point, compile_kwargs, blocked
             self.bound = self._recognised_bound(model, initial_point, bound, map_point)
         else:
             self.bound = self._checked_bound(bound, initial_point, gradient_move)
-        self._untuned_bound = self.bound
+        self._bound_before_growth = None
         if getattr(self.bound, "exact", False) and theta_update == "hmc":
             if kwargs.get("steps_per_draw") is None:
                 # No datum is ever bright: each HMC move is one on the exact posterior, and
@@ -598,15 +598,15 @@ initial_point, compile_kwargs, blocked
     @property
     def n_unbounded(self) -> int:
         """Rows left without a bound (read at every iteration; see ``trust_radius``)."""
-        return int(np.size(getattr(self.bound, "unbounded_rows", ())))
+        return int(np.size(_unbounded_rows(self.bound)))
 
     # ---------------------------------------------------------------- PyMC hooks
     def reset_tuning(self) -> None:
         """Restore proposal scale, covariance, ``q_db`` and the bound (its region) to their
         values before tuning."""
         super().reset_tuning()
-        if self.bound is not self._untuned_bound:  # a region grown by the last chain
-            self.bound = self._untuned_bound
+        if self._bound_before_growth is not None:  # a region grown by the last chain
+            self.bound, self._bound_before_growth = self._bound_before_growth, None
             self.firefly = None
         self.q_db = self._untuned_q_db
         self.bright_fraction = None
@@ -638,6 +638,8 @@ initial_point, compile_kwargs, blocked
         grow = rebuild if self.trust_radius is None else None
         bound, _ = check_region(self, self.bound, rebuild=grow, advice=advice)
         if bound is not self.bound:
+            if self._bound_before_growth is None:
+                self._bound_before_growth = self.bound
             self.bound = bound
             self.firefly = None  # z is tied to the bounds: drawn again at the next step
 
@@ -784,16 +786,19 @@ def _precise_bounds(bounds: list, region) -> list:
     float64 rounding of the sum, about ``eps D sum_n |a_n| reach_n^2``, swamps the
     likelihood itself. Measured on a Poisson regression whose 200-row category has only
     zero counts (prior sd 100): curvatures near ``e^96``, and a chain that settled where
-    the log posterior is -1.6e30. A single bound with one channel (Poisson-log) drops the
-    rows of largest ``|a_n| reach_n^2`` from its sum until the rest rounds by at most
+    the log posterior is -1.6e30. A single bound (of one likelihood) drops the rows of
+    largest ``|a_n| reach_n^2`` from its sum until the rest rounds by at most
     :data:`_MAX_SUM_ROUNDING` nats: FlyMC reads those rows at every iteration (they are
-    bright with probability near 1 anyway). Other bounds are refused.
+    bright with probability near 1 anyway), as it reads rows whose bound overflowed on the
+    region. Bounds of several likelihoods, and bounds that would leave more than
+    :data:`_MAX_UNBOUNDED_FRACTION` of the rows unbounded, are refused.
     """
     eps = float(np.finfo(np.float64).eps)
     limit = _MAX_SUM_ROUNDING / (eps * region.centre.size)
     spreads = [_row_spreads(bound, region) for bound in bounds]
     total = sum(float(np.sum(spread)) for spread in spreads)
-    if total <= limit:
+    most = _MAX_UNBOUNDED_FRACTION * bounds[0].n_data
+    if total <= limit and all(np.size(_unbounded_rows(b)) <= most for b in bounds):
         return bounds
     (bound,) = bounds if len(bounds) == 1 else (None,)
     if hasattr(bound, "without_bounds_on"):
@@ -803,8 +808,8 @@ def _precise_bounds(bounds: list, region) -> list:
         # smallest up: a difference of huge sums would be rounding noise).
         left = np.append(np.cumsum(spread[order][::-1])[::-1], 0.0)
         n_drop = int(np.searchsorted(-left, -limit))
-        if n_drop <= _MAX_UNBOUNDED_FRACTION * spread.size:
-            return [bound.without_bounds_on(order[:n_drop])]
+        if n_drop + np.size(_unbounded_rows(bound)) <= most:
+            return [bound.without_bounds_on(order[:n_drop]) if n_drop else bound]
     rounding = eps * region.centre.size * total
     raise UnsupportedBound(
         f"FlyMC's bounds ({', '.join(b.family for b in bounds)}) are so loose on their "
@@ -817,6 +822,11 @@ def _precise_bounds(bounds: list, region) -> list:
         "tuning and grows the region, or MinibatchBarker(); or give the coefficients a "
         "weakly informative prior."
     )
+
+
+def _unbounded_rows(bound) -> np.ndarray:
+    """The rows a bound leaves without a bound (none for most bounds)."""
+    return getattr(bound, "unbounded_rows", np.empty(0, dtype=np.int64))
 
 
 def _row_spreads(bound, region) -> np.ndarray:

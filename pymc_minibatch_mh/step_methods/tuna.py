@@ -587,6 +587,8 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
                 diff = np.abs(np.asarray(target.loglik_diff(q_new, q0, idx), dtype=np.float64))
                 record_rows(idx.size, n)
                 limit = pair_bound.row_bounds(idx)
+                if bound.exact_rows is not None:  # evaluated exactly, never drawn
+                    limit = np.where(np.isin(idx, bound.exact_rows), np.inf, limit)
                 bad = ~(diff <= limit * (1 + BOUND_RTOL) + BOUND_ATOL)  # NaN counts as bad
                 if bad.any():
                     j = int(np.flatnonzero(bad)[0])

@@ -93,3 +93,24 @@ def region_model(kind: str):
                 pm.StudentT("y", nu=3, mu=a + b * x, sigma=sigma, observed=y)
         map_point = pm.find_MAP(progressbar=False)
     return model, map_point
+
+
+def laplace_setup(model, map_point):
+    """``(lp, q_map, region)``: the model's recognised likelihood, its MAP as a vector and
+    the default trust region around it shaped by the likelihood's Laplace fit (a numeric
+    Hessian of the summed log-likelihood)."""
+    from finite_differences import numeric_hessian
+    from pymc.pytensorf import make_shared_replacements
+
+    from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
+    from pymc_minibatch_mh.likelihood import recognise_linear_predictor
+
+    point = model.initial_point()
+    shared = make_shared_replacements(point, model.value_vars, model)
+    lp = recognise_linear_predictor(model, model.value_vars, shared=shared, initial_point=point)
+    q_map = np.concatenate(
+        [np.atleast_1d(map_point[v.name]).astype(float) for v in model.value_vars]
+    )
+    hess = numeric_hessian(lambda q: float(lp.loglik(q).sum()), q_map)
+    chol = np.linalg.cholesky(np.linalg.inv(-hess))
+    return lp, q_map, TrustRegion(q_map, chol, default_radius(q_map.size))

@@ -6,13 +6,10 @@ from dataclasses import replace
 import numpy as np
 import pymc as pm
 import pytest
-from finite_differences import numeric_hessian
-from pymc.pytensorf import make_shared_replacements
+from region_models import laplace_setup
 from region_points import points_in_region
 
 from pymc_minibatch_mh.bounds.gamma_log import _gamma_j, map_tuned_gamma_log
-from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
-from pymc_minibatch_mh.likelihood import recognise_linear_predictor
 
 N = 400
 
@@ -30,15 +27,7 @@ def case(request):
         shape = pm.Exponential("shape", 0.5) if request.param == "free_shape" else 3.0
         pm.Gamma("y", alpha=shape, beta=shape / pm.math.exp(a + b * x), observed=y)
         map_point = pm.find_MAP(progressbar=False)
-    point = model.initial_point()
-    shared = make_shared_replacements(point, model.value_vars, model)
-    lp = recognise_linear_predictor(model, model.value_vars, shared=shared, initial_point=point)
-    q_map = np.concatenate(
-        [np.atleast_1d(map_point[v.name]).astype(float) for v in model.value_vars]
-    )
-    hess = numeric_hessian(lambda q: float(lp.loglik(q).sum()), q_map)
-    chol = np.linalg.cholesky(np.linalg.inv(-hess))
-    region = TrustRegion(q_map, chol, default_radius(q_map.size))
+    lp, q_map, region = laplace_setup(model, map_point)
     return request.param, lp, q_map, region
 
 

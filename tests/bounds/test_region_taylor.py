@@ -6,9 +6,8 @@ tight at the MAP, its collapsed sum and gradients consistent; negative controls.
 
 import numpy as np
 import pytest
-from finite_differences import channel_low_derivatives, channel_third_derivatives, numeric_hessian
-from pymc.pytensorf import make_shared_replacements
-from region_models import region_model
+from finite_differences import channel_low_derivatives, channel_third_derivatives
+from region_models import laplace_setup, region_model
 from region_points import points_in_region
 
 from pymc_minibatch_mh.bounds import region_taylor
@@ -18,8 +17,7 @@ from pymc_minibatch_mh.bounds.location_scale_curvature import (
 )
 from pymc_minibatch_mh.bounds.region_taylor import CHANNEL_DERIVATIVES, map_tuned_region_taylor
 from pymc_minibatch_mh.bounds.taylor_remainder import student_t_scale_constants
-from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
-from pymc_minibatch_mh.likelihood import recognise_linear_predictor
+from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.likelihood.glm_likelihoods import family_loglik
 
 N = 400
@@ -119,18 +117,9 @@ KINDS = {
 @pytest.fixture(scope="module", params=list(KINDS))
 def case(request):
     family, free = KINDS[request.param]
-    model, map_point = region_model(request.param)
-    point = model.initial_point()
-    shared = make_shared_replacements(point, model.value_vars, model)
-    lp = recognise_linear_predictor(model, model.value_vars, shared=shared, initial_point=point)
+    lp, q_map, region = laplace_setup(*region_model(request.param))
     assert lp.family == family
     assert (lp.row_scales, lp.free_scale) == ((True, False) if free == "rows" else (False, free))
-    q_map = np.concatenate(
-        [np.atleast_1d(map_point[v.name]).astype(float) for v in model.value_vars]
-    )
-    hess = numeric_hessian(lambda q: float(lp.loglik(q).sum()), q_map)
-    chol = np.linalg.cholesky(np.linalg.inv(-hess))
-    region = TrustRegion(q_map, chol, default_radius(q_map.size))
     return lp, q_map, region
 
 
@@ -200,3 +189,41 @@ def test_negative_control_without_third_derivatives_the_bound_is_violated(case, 
         for q in points_in_region(rng, region, fractions=(0.7, 1.0), n_points=100)
     )
     assert violated
+
+
+def test_rows_without_a_bound_leave_a_consistent_sum(case, rng):
+    """Dropping rows (their bound becomes -inf): the collapsed sum and its gradient are
+    those of the other rows, the dropped rows' weighted gradient is 0."""
+    lp, q_map, region = case
+    bound = map_tuned_region_taylor(lp, q_map, region)
+    dropped = np.array([0, 1, 4, 9, 250])
+    fewer = bound.without_bounds_on(dropped)
+    np.testing.assert_array_equal(fewer.unbounded_rows, dropped)
+    kept = np.setdiff1d(np.arange(lp.n_data), dropped)
+    for q in points_in_region(rng, region, fractions=(0.3, 0.9), n_points=5):
+        assert np.all(np.isneginf(fewer.log_bound(q, dropped)))
+        np.testing.assert_array_equal(fewer.log_bound(q, kept), bound.log_bound(q, kept))
+        np.testing.assert_allclose(
+            fewer.log_bound_sum(q), bound.log_bound(q, kept).sum(), rtol=1e-9, atol=1e-9
+        )
+        np.testing.assert_allclose(
+            fewer.log_bound_sum_grad(q),
+            bound.log_bound_weighted_grad(q, kept, np.ones(kept.size)),
+            rtol=1e-8,
+            atol=1e-8,
+        )
+        assert not np.any(fewer.log_bound_weighted_grad(q, dropped, np.ones(dropped.size)))
+
+
+def test_rows_whose_bound_overflows_get_none():
+    """On a region far too large for the |x| = 12 rows (exp of their linear predictor
+    overflows in the third-derivative bounds) those rows get no bound instead of the whole
+    bound being refused; the others' bounds still hold."""
+    lp, q_map, region = laplace_setup(*region_model("zip_free_psi"))
+    huge = TrustRegion(q_map, region.chol, 60.0 * region.radius)
+    bound = map_tuned_region_taylor(lp, q_map, huge)
+    rows = bound.unbounded_rows
+    assert rows.size and set(rows) <= {0, 2}, rows  # x = 12 and 6
+    kept = np.setdiff1d(np.arange(lp.n_data), rows)
+    for q in points_in_region(np.random.default_rng(3), region, fractions=(0.5,), n_points=20):
+        assert np.all(lp.loglik(q)[kept] >= bound.log_bound(q, kept) - 1e-9)

@@ -308,8 +308,10 @@ def test_chi_adaptation_uses_a_quantile_of_recent_c2m2():
 
 
 # ------------------------------------------------------------------ exactness
-def _run_six_states(rng, n_iter):
-    """Random walk on {0..5}; 40 data with known Lipschitz constants a_i * omega."""
+def _run_six_states(rng, n_iter, exact_rows=None, forget_exact=False):
+    """Random walk on {0..5}; 40 data with known Lipschitz constants a_i * omega.
+    ``exact_rows``: those rows get ``c_i = 0`` and are evaluated at every step (with
+    ``forget_exact``, the negative control, they get ``c_i = 0`` and nothing else)."""
     n, omega = 40, 0.8
     a = rng.uniform(0.05, 0.3, n)
     phi = rng.uniform(0, 2 * np.pi, n)
@@ -321,7 +323,13 @@ def _run_six_states(rng, n_iter):
     energies = np.array([loglik(np.array([s]), np.arange(n)).sum() for s in range(6)])
     exact = np.exp(energies - energies.max())
     exact /= exact.sum()
-    bound = LipschitzBound.euclidean(a * omega)
+    c = a * omega
+    if exact_rows is None:
+        bound = LipschitzBound.euclidean(c)
+    else:
+        c = np.where(np.isin(np.arange(n), exact_rows), 0.0, c)
+        rows = None if forget_exact else exact_rows
+        bound = LipschitzBound(c, EuclideanMetric(), exact_rows=rows)
     table = CumulativeTable.from_weights(bound.c)
     settings = TunaSettings(chi=0.01)
     state = ChainState(np.array([0.0]), 0.0)
@@ -349,6 +357,42 @@ def test_six_state_negative_control_flipped_sign_fails(monkeypatch):
     indicators, exact = _run_six_states(np.random.default_rng(5), SIX_STATE_ITERS)
     z = _batch_means_z(indicators, exact)
     assert np.max(np.abs(z)) > Z_MAX, z
+
+
+def test_rows_evaluated_exactly_keep_the_walk_exact():
+    """A quarter of the rows without a constant, evaluated at every step: still the
+    target; the same rows with c = 0 and not evaluated (negative control) are not."""
+    exact = np.arange(0, 40, 4)
+    indicators, target = _run_six_states(np.random.default_rng(5), SIX_STATE_ITERS, exact)
+    z = _batch_means_z(indicators, target)
+    assert np.max(np.abs(z)) < Z_MAX, z
+    indicators, target = _run_six_states(
+        np.random.default_rng(5), SIX_STATE_ITERS, exact, forget_exact=True
+    )
+    z = _batch_means_z(indicators, target)
+    assert np.max(np.abs(z)) > Z_MAX, z
+
+
+def test_exact_rows_are_counted_and_checked():
+    target, _, _ = _logistic()
+    c = np.ones(target.n_data)
+    c[:3] = 0.0
+    bound = LipschitzBound(c, EuclideanMetric(), exact_rows=[0, 1, 2])
+    table = CumulativeTable.from_weights(bound.c)
+    state = ChainState(np.array([0.2]), target.logprior(np.array([0.2])))
+    _, info = tuna_kernel(
+        np.random.default_rng(0),
+        state,
+        np.array([0.25]),
+        0.0,
+        target,
+        bound,
+        TunaSettings(chi=0.01),
+        table,
+    )
+    assert info.batch_size == info.poisson_draws + 3
+    with pytest.raises(ValueError, match="exact_rows"):
+        LipschitzBound(np.ones(5), EuclideanMetric(), exact_rows=[1])
 
 
 def _run_logistic_1d(rng, n_iter):
