@@ -107,7 +107,13 @@ MEMO_ROWS = 4096
 
 class OverDesignRows:
     """Mixin of the bounds whose rows are the rows of ``self.design`` (N, D): ``n_data``,
-    ``ndim`` and :meth:`gathered_rows`."""
+    ``ndim``, :meth:`gathered_rows` and the rows without a bound. The bounds are immutable
+    once built, so a deep copy is the bound itself: PyMC deep-copies a step's sampling
+    state for every chain, and copying the per-row arrays would cost O(N) memory each
+    time."""
+
+    def __deepcopy__(self, memo):
+        return self
 
     def gathered_rows(self, idx: np.ndarray) -> np.ndarray:
         """``design[idx]`` as float64, the same rows as the last call served again.
