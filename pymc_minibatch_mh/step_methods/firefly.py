@@ -196,8 +196,11 @@ class FlyMC(MinibatchStep):
         (stat ``region_exits``), so the chain is exact for the posterior restricted to it
         (see :mod:`pymc_minibatch_mh.bounds.trust_region`). At the end of tuning each chain
         estimates the posterior mass outside it (stat ``excluded_mass``) and, unless
-        ``trust_radius`` was given, grows the region (1.5 times, up to four times) until
-        that is below 1e-6, building the bounds again; it warns when the mass stays above.
+        ``trust_radius`` was given, grows the region until that is below 1e-6, building the
+        bounds again: along the directions where the tuning draws spread beyond the Laplace
+        fit, to their spread, then 1.5 times per growth, up to four growths
+        (:func:`~pymc_minibatch_mh.bounds.trust_region.grown_shape`); it warns when the
+        mass stays above.
         Where a bound is so loose on the region that its collapsed sum would lose its
         float64 precision, or overflows there (a diffuse prior and a quasi-separated
         category), its loosest rows get no bound and are read at every iteration
@@ -541,22 +544,18 @@ initial_point, compile_kwargs, blocked
             bounds = _precise_bounds(bounds, region)
         return bounds[0] if len(bounds) == 1 else SumBound(tuple(bounds), region)
 
-    def _trust_region(self, lp, q_map: np.ndarray, factor: float = 1.0, chol=None):
+    def _trust_region(self, lp, q_map: np.ndarray, chol=None):
         """Every row cell's ellipsoid (``row_cells``) or one ellipsoid of ``trust_radius``
-        (default ``sqrt(D) + 8``) Laplace sds around the MAP; the default radius is
-        ``factor`` times larger when the region is grown after tuning (a cell's margin
-        beyond ``sqrt(|T|)`` grows by as much as the block's radius), and its shape is
-        ``chol`` (default the Laplace fit's)."""
+        (default ``sqrt(D) + 8``) sds around the MAP, shaped by ``chol`` (default the
+        Laplace fit's; a grown region's shape after tuning)."""
         chol = self._laplace_chol if chol is None else chol
         ndim = self.tall_data.ndim
         single = getattr(lp, "parts", None) is None
-        radius = default_radius(ndim) if self.trust_radius is None else self.trust_radius
-        radius *= factor
         if self.row_cells and self.trust_radius is None and single:
             cells = row_cells_for(lp, q_map, chol, likelihood_row_supports(lp))
             if cells is not None:
-                margin = max(radius - math.sqrt(ndim), 1.0)
-                return CellRegion.around(cells, chol, margin)
+                return CellRegion.around(cells, chol, default_radius(ndim) - math.sqrt(ndim))
+        radius = default_radius(ndim) if self.trust_radius is None else self.trust_radius
         return TrustRegion(q_map, chol, radius)
 
     def _map_position(self, model, initial_point, map_point) -> np.ndarray:
