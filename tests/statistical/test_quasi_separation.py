@@ -100,24 +100,33 @@ def _flymc(onehot: bool = False, **kwargs):
         return pm.sample(step=step, draws=10_000, tune=1000, random_seed=3, **SAMPLE)
 
 
-@pytest.mark.slow
-def test_tuna_grows_its_region_and_matches_nuts():
-    mean, sd = _reference()
-    idata = _tuna()
+def _assert_region_grown_and_matching(idata, names, reference) -> None:
+    """The excluded mass is negligible in every chain and the draws match ``reference``
+    (NUTS moments) within 0.15 sd in means and 15 % in sds."""
+    mean, sd = reference
     mass = np.asarray(idata.sample_stats["excluded_mass"])
     print("excluded mass per chain:", np.unique(mass))
     assert np.all(mass < 1e-3)
-    assert not failures_against(idata, NAMES, mean, sd, mean_tol=0.15, sd_tol=0.15)
+    assert not failures_against(idata, names, mean, sd, mean_tol=0.15, sd_tol=0.15)
+
+
+def _assert_mismatching(idata, names, reference) -> None:
+    """Negative control: the same comparison (without its power check) must fail."""
+    mean, sd = reference
+    failures = failures_against(
+        idata, names, mean, sd, mean_tol=0.15, sd_tol=0.15, check_power=False
+    )
+    assert failures
+
+
+@pytest.mark.slow
+def test_tuna_grows_its_region_and_matches_nuts():
+    _assert_region_grown_and_matching(_tuna(), NAMES, _reference())
 
 
 @pytest.mark.slow
 def test_negative_control_the_default_region_without_growth_fails():
-    mean, sd = _reference()
-    idata = _tuna(trust_radius=default_radius(6))
-    failures = failures_against(
-        idata, NAMES, mean, sd, mean_tol=0.15, sd_tol=0.15, check_power=False
-    )
-    assert failures
+    _assert_mismatching(_tuna(trust_radius=default_radius(6)), NAMES, _reference())
 
 
 def test_flymc_leaves_the_loosest_rows_without_a_bound():
@@ -149,22 +158,12 @@ def test_flymc_leaves_the_loosest_rows_without_a_bound():
 @pytest.mark.slow
 @pytest.mark.parametrize("onehot", [False, True], ids=["indexed", "onehot"])
 def test_flymc_grows_its_region_and_matches_nuts(onehot):
-    mean, sd = _reference()
-    idata = _flymc(onehot)
-    mass = np.asarray(idata.sample_stats["excluded_mass"])
-    print("excluded mass per chain:", np.unique(mass))
-    assert np.all(mass < 1e-3)
-    assert not failures_against(idata, NAMES, mean, sd, mean_tol=0.15, sd_tol=0.15)
+    _assert_region_grown_and_matching(_flymc(onehot), NAMES, _reference())
 
 
 @pytest.mark.slow
 def test_negative_control_flymc_at_the_default_radius_fails():
-    mean, sd = _reference()
-    idata = _flymc(trust_radius=default_radius(6))
-    failures = failures_against(
-        idata, NAMES, mean, sd, mean_tol=0.15, sd_tol=0.15, check_power=False
-    )
-    assert failures
+    _assert_mismatching(_flymc(trust_radius=default_radius(6)), NAMES, _reference())
 
 
 def test_flymc_grows_its_region_after_tuning_and_restores_it_for_the_next_chain():
@@ -204,8 +203,7 @@ def _zip_reference():
 def _zip_run(step_class, **kwargs):
     with _model(zero_inflated=True):
         step = step_class(progressbar=False, **kwargs)
-        idata = pm.sample(step=step, draws=4000, tune=1000, random_seed=3, **SAMPLE)
-    return step, idata
+        return pm.sample(step=step, draws=4000, tune=1000, random_seed=3, **SAMPLE)
 
 
 @pytest.mark.slow
@@ -213,12 +211,7 @@ def _zip_run(step_class, **kwargs):
 def test_zero_inflated_quasi_separation_matches_nuts(step_class):
     """Both exact steps read the all-zero category's 200 rows exactly at every step (their
     bounds overflow on the region) and grow the region along its coefficient."""
-    mean, sd = _zip_reference()
-    step, idata = _zip_run(step_class)
-    mass = np.asarray(idata.sample_stats["excluded_mass"])
-    print(step_class.__name__, "excluded mass per chain:", np.unique(mass))
-    assert np.all(mass < 1e-3)
-    assert not failures_against(idata, ZIP_NAMES, mean, sd, mean_tol=0.15, sd_tol=0.15)
+    _assert_region_grown_and_matching(_zip_run(step_class), ZIP_NAMES, _zip_reference())
 
 
 @pytest.mark.slow
@@ -226,9 +219,4 @@ def test_negative_control_zero_inflated_on_a_small_region_fails():
     """At the default radius (not grown) TunaMH's region leaves out only 0.2-0.8 % of this
     posterior's mass (measured), too little for a 0.15-sd check; a region of 2 Laplace sds
     cuts the posterior off in every direction and must fail."""
-    mean, sd = _zip_reference()
-    _, idata = _zip_run(TunaMH, trust_radius=2.0)
-    failures = failures_against(
-        idata, ZIP_NAMES, mean, sd, mean_tol=0.15, sd_tol=0.15, check_power=False
-    )
-    assert failures
+    _assert_mismatching(_zip_run(TunaMH, trust_radius=2.0), ZIP_NAMES, _zip_reference())
