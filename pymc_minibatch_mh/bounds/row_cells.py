@@ -280,13 +280,18 @@ def row_cells_for(lp, reference: np.ndarray, chol: np.ndarray | None, supports) 
     likelihood of several parts, or cells that would not pay).
 
     ``supports`` is :func:`likelihood_row_supports` of ``lp``; the coordinates of a free
-    scale, and an ordinal likelihood's cutpoints, are shared by every row.
+    scale or psi, and an ordinal likelihood's cutpoints, are shared by every row.
     """
     if supports is None or chol is None or getattr(lp, "parts", None) is not None:
         return None
     patterns, shared = supports
-    for shared_rows in (getattr(lp, "scale_row", None), getattr(lp, "cut_rows", None)):
-        if shared_rows is not None:  # a free scale, an ordinal likelihood's cutpoints
+    shared_parameters = (
+        getattr(lp, "scale_row", None),
+        getattr(lp, "odds_row", None),
+        getattr(lp, "cut_rows", None),
+    )
+    for shared_rows in shared_parameters:
+        if shared_rows is not None:  # a free scale or psi, an ordinal likelihood's cutpoints
             touched = np.any(np.atleast_2d(shared_rows) != 0, axis=0)
             shared = np.union1d(shared, np.flatnonzero(touched))
     return RowCells.build(patterns, shared, chol @ chol.T, reference)

@@ -45,6 +45,9 @@ _SUPPORTED = (
     "Beta(mu=pm.math.invlogit(eta), nu=phi) with a fixed or free precision phi; "
     "ZeroInflatedPoisson(psi=psi, mu=pm.math.exp(eta)) and HurdlePoisson(psi=psi, "
     "mu=pm.math.exp(eta)) with psi fixed or one free probability; "
+    "ZeroInflatedNegativeBinomial(psi=psi, mu=pm.math.exp(eta), alpha=a) and "
+    "HurdleNegativeBinomial(psi=psi, mu=pm.math.exp(eta), alpha=a) with psi and a each fixed "
+    "or one free variable; "
     "OrderedLogistic(eta=eta, cutpoints=c) and OrderedProbit(eta=eta, cutpoints=c) with c "
     "free with transform=pm.distributions.transforms.ordered, or fixed; "
     "Categorical(logit_p=X @ W + b)."
@@ -165,16 +168,20 @@ def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
         return "categorical_logit", logits, {}
     zero_counts = _zero_count_poisson(node)
     if zero_counts is not None:
-        family, mu, odds = zero_counts
-        eta = _strip_link(mu, _elemwise_of(Exp))
+        family, mu, odds, alpha = zero_counts
+        eta = None if mu is None else _strip_link(mu, _elemwise_of(Exp))
         if eta is None:
             label = family_label(family)
+            extra = "" if alpha is None else ", alpha=alpha"
             raise UnsupportedLikelihood(
-                f"Observed variable {name!r} is a {label} with mu = {_describe(mu)}, which "
-                f"is not a log link. Write `pm.{label}(..., psi=psi, mu=pm.math.exp(eta))` "
-                "with eta affine in the parameters. " + _SUPPORTED + " " + _BOUNDS_HINT
+                f"Observed variable {name!r} is a {label} whose mean is "
+                f"{'not' if mu is None else _describe(mu) + ','} not written with a log "
+                f"link. Write `pm.{label}(..., psi=psi, mu=pm.math.exp(eta){extra})` with "
+                "eta affine in the parameters. " + _SUPPORTED + " " + _BOUNDS_HINT
             )
-        return family, eta, {"odds": odds}
+        if alpha is None:
+            return family, eta, {"odds": odds}
+        return family, eta, {"alpha": alpha, "odds": odds}
     raise UnsupportedLikelihood(
         f"Observed variable {name!r} is {user_distribution(rv)}, for which TunaMH and FlyMC "
         "have no bounds: use MinibatchBarker() or Austere(), which need none. "
@@ -184,39 +191,56 @@ def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
     )
 
 
+#: The count distributions of the zero-count families, with their family names as
+#: (zero-inflated, hurdle).
+_ZERO_COUNT_FAMILIES = {
+    "PoissonRV": ("zip_log", "hurdle_poisson_log"),
+    "NegBinomialRV": ("zinb_log", "hurdle_nb_log"),
+}
+
+
 def _zero_count_poisson(node) -> tuple | None:
-    """``(family, mu, odds)`` when ``node`` is a zero-inflated Poisson (a two-component
-    mixture of a point mass at 0 and a Poisson: ``pm.ZeroInflatedPoisson``, or
-    ``pm.Mixture`` written the same way) or a hurdle Poisson (a point mass at 0 and a
-    Poisson truncated below 1: ``pm.HurdlePoisson``); ``odds = psi / (1 - psi)`` are those
-    of the Poisson component. Else None."""
+    """``(family, mu, odds, alpha)`` when ``node`` is a zero-inflated Poisson or negative
+    binomial (a two-component mixture of a point mass at 0 and the counts:
+    ``pm.ZeroInflatedPoisson``, ``pm.ZeroInflatedNegativeBinomial``, or ``pm.Mixture``
+    written the same way) or a hurdle Poisson or negative binomial (a point mass at 0 and
+    the counts truncated below 1: ``pm.HurdlePoisson``, ``pm.HurdleNegativeBinomial``);
+    ``odds = psi / (1 - psi)`` are those of the count component, ``alpha`` the negative
+    binomial's dispersion (None for the Poisson), ``mu`` its mean (None when the graph
+    does not write it as ``NegativeBinomial(mu=, alpha=)`` does). Else None."""
     kind = type(node.op).__name__
     if kind not in ("MixtureRV", "_HurdleRV") or not hasattr(node.op, "dist_params"):
         return None
     weights, *components = node.op.dist_params(node)
     kinds = [type(c.owner.op).__name__ if c.owner is not None else None for c in components]
-    counts = "PoissonRV" if kind == "MixtureRV" else "TruncatedRV"
-    if sorted(kinds) != sorted(["DiracDeltaRV", counts]):
+    if len(kinds) != 2 or "DiracDeltaRV" not in kinds:
         return None
     if not _is_zero(components[kinds.index("DiracDeltaRV")].owner.inputs[-1]):
         return None
-    k = kinds.index(counts)
+    k = 1 - kinds.index("DiracDeltaRV")
     count_node = components[k].owner
     if kind == "MixtureRV":
-        family, (mu,) = "zip_log", _dist_params(count_node)
+        counts, params = kinds[k], _dist_params(count_node)
     else:
-        base = getattr(count_node.op, "base_rv_op", None)
-        if type(base).__name__ != "PoissonRV" or len(count_node.inputs) != 5:
+        if kinds[k] != "TruncatedRV":
             return None
-        mu, lower, upper = count_node.inputs[2:]
+        counts = type(getattr(count_node.op, "base_rv_op", None)).__name__
+        *params, lower, upper = count_node.inputs[2:]
         upper = _bare(upper)
         if not (_is_zero(lower - 1) and isinstance(upper, Constant)):
             return None
         if not np.all(np.isinf(np.asarray(upper.data))):
             return None
-        family = "hurdle_poisson_log"
+    if counts not in _ZERO_COUNT_FAMILIES:
+        return None
+    inflated, hurdle = _ZERO_COUNT_FAMILIES[counts]
+    family = inflated if kind == "MixtureRV" else hurdle
     odds = pt.take(weights, k, axis=-1) / pt.take(weights, 1 - k, axis=-1)
-    return family, mu, odds
+    if counts == "PoissonRV":
+        (mu,) = params
+        return family, mu, odds, None
+    n, p = params
+    return family, _negative_binomial_mean(n, p), odds, n
 
 
 def _is_zero(var: Variable) -> bool:
@@ -500,6 +524,8 @@ def _observed_values(model: pm.Model, rv: Variable, family: str, n_data: int) ->
         "binomial_logit",
         "zip_log",
         "hurdle_poisson_log",
+        "zinb_log",
+        "hurdle_nb_log",
     )
     if family in counts and not np.all((values >= 0) & (values == np.round(values))):
         raise UnsupportedLikelihood(
@@ -544,6 +570,8 @@ def family_label(family: str) -> str:
         "beta_logit": "Beta",
         "zip_log": "ZeroInflatedPoisson",
         "hurdle_poisson_log": "HurdlePoisson",
+        "zinb_log": "ZeroInflatedNegativeBinomial",
+        "hurdle_nb_log": "HurdleNegativeBinomial",
         "ordered_logistic": "OrderedLogistic",
         "ordered_probit": "OrderedProbit",
     }.get(family, family)

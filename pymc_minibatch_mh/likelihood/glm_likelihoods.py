@@ -28,6 +28,8 @@ FAMILIES = (
     "beta_logit",
     "zip_log",
     "hurdle_poisson_log",
+    "zinb_log",
+    "hurdle_nb_log",
     "ordered_logistic",
     "ordered_probit",
     "categorical_logit",
@@ -48,8 +50,14 @@ SCALE_PARAMS = {
     "beta_logit": "nu",
     "zip_log": "odds",
     "hurdle_poisson_log": "odds",
+    "zinb_log": "alpha",
+    "hurdle_nb_log": "alpha",
 }
 SCALE_FAMILIES = tuple(SCALE_PARAMS)
+#: Families with a third channel: the odds ``psi / (1 - psi)`` of the count component
+#: (zero-inflated and hurdle negative binomial), fixed or free (``odds_row``), beside the
+#: linear predictor and the dispersion ``alpha``.
+ODDS_FAMILIES = ("zinb_log", "hurdle_nb_log")
 #: Families whose scale may also differ between rows, its log affine in q (a regression
 #: on log sigma: a heteroscedastic model).
 ROW_SCALE_FAMILIES = ("normal", "student_t")
@@ -86,7 +94,8 @@ class LinearPredictorLikelihood:
         ``sigmoid(eta)``, precision ``nu = alpha + beta``), ``{"odds"}`` for the
         zero-inflated Poisson (mean ``exp(eta)`` of the Poisson component, whose odds
         ``psi / (1 - psi)`` these are) and for the hurdle Poisson (the odds of a
-        positive count), ``{"n"}`` (trials per row)
+        positive count), ``{"alpha", "odds"}`` for the zero-inflated and hurdle negative
+        binomial (dispersion and odds), ``{"n"}`` (trials per row)
         for the Binomial with logit ``eta``, empty otherwise.
         Without ``"sigma"`` / ``"alpha"`` when that parameter is free (``scale_row``).
     scale_row, scale_offset : ndarray and float, optional
@@ -100,6 +109,9 @@ class LinearPredictorLikelihood:
         affine map of ``q``, ``kappa = cut_rows @ q + cut_offsets`` (shapes ``(K - 1, D)``
         and ``(K - 1,)``): ``c_1 = kappa_1`` and ``c_j = c_{j-1} + exp(kappa_j)``. Fixed
         cutpoints have ``cut_rows`` 0.
+    odds_row, odds_offset : ndarray and float, optional
+        Zero-inflated and hurdle negative binomial with a free ``psi``:
+        ``logit psi = odds_row @ q + odds_offset`` (``scale_row`` is then ``log alpha``).
     scale_design, scale_offsets : RowDesign or ndarray, and ndarray, optional
         Normal and Student-t whose scale differs between rows (heteroscedastic):
         ``log sigma_i = scale_design[i] @ q + scale_offsets[i]``, shapes ``(N, D)`` and
@@ -139,6 +151,8 @@ class LinearPredictorLikelihood:
     scale_offsets: np.ndarray | None = None
     cut_rows: np.ndarray | None = None
     cut_offsets: np.ndarray | None = None
+    odds_row: np.ndarray | None = None
+    odds_offset: float = 0.0
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -190,6 +204,8 @@ class LinearPredictorLikelihood:
             "beta_logit": {"nu"},
             "zip_log": {"odds"},
             "hurdle_poisson_log": {"odds"},
+            "zinb_log": {"alpha", "odds"},
+            "hurdle_nb_log": {"alpha", "odds"},
             "binomial_logit": {"n"},
         }.get(self.family, set())
         if self.scale_row is not None:
@@ -212,6 +228,9 @@ class LinearPredictorLikelihood:
         if self.scale_design is not None:
             self._check_scale_design(n_data, design.shape[1])
             needed = needed - {SCALE_PARAMS[self.family]}
+        if self.odds_row is not None:
+            self._check_odds_row(design.shape[1])
+            needed = needed - {"odds"}
         if (self.family in ORDINAL_FAMILIES) != (self.cut_rows is not None):
             raise ValueError(
                 "cut_rows (the cutpoints) are needed by, and only by, ordinal families."
@@ -240,6 +259,22 @@ class LinearPredictorLikelihood:
         object.__setattr__(self, "offset", offset)
         object.__setattr__(self, "observed", observed)
         object.__setattr__(self, "params", params)
+
+    def _check_odds_row(self, ndim: int) -> None:
+        if self.family not in ODDS_FAMILIES:
+            raise ValueError(
+                f"odds_row (a free psi) is only used by {ODDS_FAMILIES}; got {self.family!r}."
+            )
+        odds_row = _frozen(self.odds_row, np.float64)
+        if odds_row.shape != (ndim,) or not np.all(np.isfinite(odds_row)):
+            raise ValueError(
+                f"odds_row must be a finite vector of length D = {ndim}; got shape "
+                f"{odds_row.shape}."
+            )
+        if not math.isfinite(float(self.odds_offset)):
+            raise ValueError("odds_offset must be finite.")
+        object.__setattr__(self, "odds_row", odds_row)
+        object.__setattr__(self, "odds_offset", float(self.odds_offset))
 
     def _check_cutpoints(self, observed: np.ndarray, ndim: int) -> None:
         cut_rows = _frozen(self.cut_rows, np.float64)
@@ -334,10 +369,23 @@ class LinearPredictorLikelihood:
         return self.scale_design is not None
 
     @property
+    def free_odds(self) -> bool:
+        """Whether ``psi`` of a zero-inflated or hurdle negative binomial is free, with
+        ``logit psi = odds_row @ q + odds_offset``."""
+        return self.odds_row is not None
+
+    @property
     def scale_is_free(self) -> bool:
-        """Whether the second parameter is free: one for all rows (``free_scale``) or one
-        per row (``row_scales``)."""
-        return self.free_scale or self.row_scales
+        """Whether a parameter besides the linear predictor is free: the second parameter,
+        one for all rows (``free_scale``) or one per row (``row_scales``), or the odds of a
+        negative binomial with zeros (``free_odds``)."""
+        return self.free_scale or self.row_scales or self.free_odds
+
+    def log_odds(self, q: np.ndarray) -> float:
+        """``logit psi`` at ``q`` (``free_odds`` only)."""
+        if self.odds_row is None:
+            raise ValueError("log_odds() needs a free psi (odds_row).")
+        return float(self.odds_row @ np.asarray(q, dtype=np.float64) + self.odds_offset)
 
     def log_scales(self, q: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
         """``log sigma`` of the rows ``idx`` (all rows if None), ``row_scales`` only."""
@@ -364,6 +412,8 @@ class LinearPredictorLikelihood:
             params[SCALE_PARAMS[self.family]] = math.exp(self.log_scale(q))
         if self.scale_design is not None:
             params[SCALE_PARAMS[self.family]] = np.exp(self.log_scales(q, idx))
+        if self.odds_row is not None:
+            params["odds"] = math.exp(self.log_odds(q))
         if self.cut_rows is not None:
             params["cutpoints"] = self.cutpoints(q)
         return family_loglik(self.family, eta, self.observed[rows], params)
@@ -413,7 +463,7 @@ class CompositeLikelihood:
 
     @property
     def scale_is_free(self) -> bool:
-        return self.free_scale or self.row_scales
+        return any(getattr(part, "scale_is_free", False) for part in self.parts)
 
     @property
     def families(self) -> tuple[str, ...]:
@@ -451,17 +501,20 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
     if family == "poisson_log":
         return y * eta - np.exp(eta) - gammaln(y + 1.0)
     if family == "negative_binomial":
-        # mean mu = exp(eta), dispersion alpha: log(alpha / (alpha + mu)) and
-        # log(mu / (alpha + mu)) from log-sum-exp of (log alpha, eta).
-        alpha = np.asarray(params["alpha"], dtype=np.float64)
-        log_total = np.logaddexp(np.log(alpha), eta)
-        return (
-            gammaln(y + alpha)
-            - gammaln(alpha)
-            - gammaln(y + 1.0)
-            + alpha * (np.log(alpha) - log_total)
-            + y * (eta - log_total)
-        )
+        return _negative_binomial(eta, y, params["alpha"])[0]
+    if family in ODDS_FAMILIES:
+        # psi = odds / (1 + odds), the weight of the negative binomial part.
+        log_odds = np.log(np.asarray(params["odds"], dtype=np.float64))
+        y = np.asarray(y, dtype=np.float64)
+        counts, log_p0 = _negative_binomial(eta, y, params["alpha"])
+        log_norm = np.logaddexp(0.0, log_odds)
+        if family == "zinb_log":  # P(0) = (1 - psi) + psi NB(0)
+            zero = np.logaddexp(0.0, log_odds + log_p0) - log_norm
+            return np.where(y > 0, log_odds - log_norm + counts, zero)
+        # Hurdle: P(0) = 1 - psi, P(y > 0) = psi NB(y) / (1 - NB(0)).
+        with np.errstate(divide="ignore"):
+            truncated = counts - np.log(-np.expm1(log_p0))
+        return np.where(y > 0, log_odds - log_norm + truncated, -log_norm)
     if family == "gamma_log":
         # mean exp(eta), shape alpha (rate alpha e^{-eta}):
         # alpha log alpha - alpha eta + (alpha - 1) log y - alpha y e^{-eta} - log Gamma(alpha).
@@ -515,6 +568,17 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
         chosen = np.take_along_axis(eta, y[:, None], axis=1)[:, 0]
         return chosen - logsumexp(eta, axis=1)
     raise ValueError(f"Unknown family {family!r}; expected one of {FAMILIES}.")
+
+
+def _negative_binomial(eta, y, alpha) -> tuple[np.ndarray, np.ndarray]:
+    """``(log NB(y), log NB(0))`` with mean ``exp(eta)`` and dispersion ``alpha``:
+    ``log(alpha / (alpha + mu))`` and ``log(mu / (alpha + mu))`` from the log-sum-exp of
+    ``(log alpha, eta)``."""
+    alpha = np.asarray(alpha, dtype=np.float64)
+    log_total = np.logaddexp(np.log(alpha), eta)
+    log_p0 = alpha * (np.log(alpha) - log_total)
+    counts = gammaln(y + alpha) - gammaln(alpha) - gammaln(y + 1.0) + log_p0
+    return counts + y * (eta - log_total), log_p0
 
 
 def ordinal_loglik(family: str, eta: np.ndarray, y: np.ndarray, cutpoints) -> np.ndarray:

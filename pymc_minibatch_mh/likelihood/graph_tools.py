@@ -105,3 +105,58 @@ def rebuild_graph(output: Variable, replace: dict[Variable, Variable]) -> Variab
 
 def _specialised_to_input_types(op) -> bool:
     return any(cls.__name__ == "SymbolicOp" for cls in type(op).__mro__)
+
+
+def constant_scalar(var: Variable, depth: int = 30) -> float | None:
+    """The one value of ``var`` when it is a constant broadcast to some shape, folded
+    through element-wise operations of constants (``floor(c) + 1``, casts, dimension
+    shuffles and ``second(x, c)``, PyTensor's broadcast of ``c`` to the shape of ``x``);
+    None otherwise. Data are never read."""
+    from pytensor.scalar.basic import Second
+    from pytensor.tensor.elemwise import DimShuffle
+
+    if isinstance(var, Constant):
+        value = np.asarray(var.data)
+        if value.size == 0 or not np.all(value == value.flat[0]):
+            return None
+        return float(value.flat[0])
+    node = var.owner
+    if node is None or depth <= 0:
+        return None
+    if isinstance(node.op, DimShuffle):
+        return constant_scalar(node.inputs[0], depth - 1)
+    if not isinstance(node.op, Elemwise):
+        return None
+    if isinstance(node.op.scalar_op, Second):
+        return constant_scalar(node.inputs[1], depth - 1)
+    values = [constant_scalar(term, depth - 1) for term in node.inputs]
+    if any(value is None for value in values):
+        return None
+    with np.errstate(all="ignore"):
+        out = node.op.scalar_op.impl(*values)
+    return None if isinstance(out, tuple | list) else float(out)
+
+
+def unit_incomplete_beta_as_power(outputs: list[Variable]) -> list[Variable]:
+    """``outputs`` with every regularised incomplete beta ``I_x(a, 1)`` (``betainc(a, 1,
+    x)``) written as ``x ** a``, its closed form. PyMC's negative binomial cdf is
+    ``betainc(n, floor(y) + 1, p)``, so a hurdle negative binomial's truncation at zero
+    reads ``betainc(n, 1, p)``, whose second derivatives PyTensor does not implement
+    (``ScalarLoop.grad``); the power has all of them."""
+    from pytensor.graph.replace import clone_replace
+    from pytensor.scalar.math import BetaInc
+
+    replace = {}
+    for var in ancestors(outputs):
+        node = var.owner
+        if node is None or not isinstance(node.op, Elemwise):
+            continue
+        if not isinstance(node.op.scalar_op, BetaInc):
+            continue
+        a, b, x = node.inputs
+        if constant_scalar(b) == 1.0:
+            power = x**a
+            replace[var] = (power * (b * 0 + 1)).astype(var.dtype)  # b's shape
+    if not replace:
+        return list(outputs)
+    return clone_replace(list(outputs), replace=replace)

@@ -70,6 +70,7 @@ from pymc_minibatch_mh.likelihood.glm_families import (
 )
 from pymc_minibatch_mh.likelihood.glm_likelihoods import (
     FAMILIES,
+    ODDS_FAMILIES,
     ORDINAL_FAMILIES,
     ROW_SCALE_FAMILIES,
     SCALE_FAMILIES,
@@ -221,7 +222,7 @@ def _recognise_scalar(
     n_data, name = ctx.n_data, ctx.rv.name
     eta, *graphs = ctx.model.replace_rvs_by_values([eta_rv, *fixed_rv.values()])
     _refuse_outside_block(ctx, eta, f"the linear predictor of {name!r}")
-    fixed, scale_graph, extra = {}, None, {}
+    fixed, scale_graph, odds_graph, extra = {}, None, None, {}
     for param_name, graph in zip(fixed_rv, graphs, strict=True):
         free = ctx.free_inputs(graph)
         if family in ORDINAL_FAMILIES and param_name == "cutpoints":
@@ -230,6 +231,8 @@ def _recognise_scalar(
             fixed[param_name] = graph
         elif param_name == SCALE_PARAMS.get(family):
             scale_graph = graph
+        elif param_name == "odds" and family in ODDS_FAMILIES:
+            odds_graph = graph
         else:
             raise UnsupportedLikelihood(
                 f"Parameter {param_name!r} of the {family_label(family)} likelihood of {name!r} "
@@ -242,16 +245,20 @@ def _recognise_scalar(
         values = ctx.compile(list(fixed.values()))(ctx.q0)
         for param_name, value in zip(fixed, values, strict=True):
             odds = np.asarray(value, dtype=np.float64)
-            if family in _USER_PARAMS and not np.all((odds > 0) & np.isfinite(odds)):
+            if param_name == "odds" and not np.all((odds > 0) & np.isfinite(odds)):
+                counts = "Poisson" if family in _USER_PARAMS else "NegativeBinomial"
                 raise UnsupportedLikelihood(
                     f"psi of the {family_label(family)} likelihood of {name!r} must be "
-                    "strictly between 0 and 1 (the probability of the Poisson part); with "
-                    "psi = 1 write `pm.Poisson(..., mu=pm.math.exp(eta))`."
+                    f"strictly between 0 and 1 (the probability of the {counts} part); with "
+                    f"psi = 1 write `pm.{counts}(..., mu=pm.math.exp(eta))`."
                 )
             params[param_name] = _as_param(value, param_name, name, n_data)
     scale = {}
     if scale_graph is not None:
         scale = _recognise_log_scale(ctx, family, scale_graph)
+    if odds_graph is not None:
+        odds_map = _recognise_log_scale(ctx, family, odds_graph, odds=True)
+        scale.update(odds_row=odds_map["scale_row"], odds_offset=odds_map["scale_offset"])
 
     what = f"The linear predictor of {name!r}"
     parts = _decompose(ctx, eta, (), what)
@@ -277,7 +284,6 @@ def _recognise_scalar(
 #: ``psi / (1 - psi)`` of the zero-inflated and hurdle Poisson).
 _USER_PARAMS = {"zip_log": "psi", "hurdle_poisson_log": "psi"}
 #: A prior for the free parameter in messages (PyMC samples it on the recognised scale).
-_PRIOR_EXAMPLES = {"zip_log": "pm.Beta", "hurdle_poisson_log": "pm.Beta"}
 
 #: How to write a family so that its second parameter is one value for all rows.
 _PARAM_HINTS = {
@@ -289,15 +295,18 @@ _PARAM_HINTS = {
 }
 
 
-def _recognise_log_scale(ctx: _Context, family: str, sigma: Variable) -> dict:
+def _recognise_log_scale(
+    ctx: _Context, family: str, sigma: Variable, *, odds: bool = False
+) -> dict:
     """The free scale's log as an affine map of ``q``: ``scale_row`` and ``scale_offset``
     when one value serves every datum (``alpha`` for the negative binomial and the Gamma),
     ``scale_design`` and ``scale_offsets`` when it differs between rows (a regression on
-    ``log sigma``, Normal and Student-t only)."""
+    ``log sigma``, Normal and Student-t only). ``odds``: ``sigma`` is the odds of a
+    negative binomial with zeros (its log is ``logit psi``)."""
     name = ctx.rv.name
-    param = _USER_PARAMS.get(family, SCALE_PARAMS[family])
+    param = "psi" if odds else _USER_PARAMS.get(family, SCALE_PARAMS[family])
     what = f"log({SCALE_PARAMS[family]}) of the {family_label(family)} likelihood of {name!r}"
-    if family in _USER_PARAMS:
+    if family in _USER_PARAMS or odds:
         what = f"logit({param}) of the {family_label(family)} likelihood of {name!r}"
     _refuse_outside_block(ctx, sigma, what)
     log_sigma = pt.log(sigma)
@@ -320,8 +329,8 @@ def _recognise_log_scale(ctx: _Context, family: str, sigma: Variable) -> dict:
             f"variables and differs between data points ({offset.size} values: per group, or "
             f"a regression on {param}). The exact steps' automatic bounds (TunaMH, FlyMC) "
             f"cover one free {param} shared by all data (e.g. `{param} = "
-            f"{_PRIOR_EXAMPLES.get(family, 'pm.HalfNormal')}('{param}', "
-            f"{'2, 2' if family in _USER_PARAMS else '1'})`); when {param} varies between "
+            f"{'pm.Beta' if param == 'psi' else 'pm.HalfNormal'}('{param}', "
+            f"{'2, 2' if param == 'psi' else '1'})`); when {param} varies between "
             "rows use "
             "MinibatchBarker or Austere. " + _PARAM_HINTS.get(family, "") + _BOUNDS_HINT
         )

@@ -22,7 +22,7 @@ from pymc_minibatch_mh.likelihood.batching import (
     probe_indices,
 )
 from pymc_minibatch_mh.likelihood.compiling import compile_function, data_placeholder
-from pymc_minibatch_mh.likelihood.graph_tools import rebuild_graph
+from pymc_minibatch_mh.likelihood.graph_tools import rebuild_graph, unit_incomplete_beta_as_power
 from pymc_minibatch_mh.likelihood.inspection import (
     check_finite_data,
     check_sampled_block,
@@ -210,7 +210,8 @@ def build_tall_data(
         the block, or data that cannot be gathered row-wise.
     """
     n_data = datum_count(model, data_dim)
-    loglik_terms = model.logp(vars=model.observed_RVs, sum=False)
+    # Second derivatives must exist (Taylor proxies): a closed form where PyTensor has none.
+    loglik_terms = unit_incomplete_beta_as_power(model.logp(vars=model.observed_RVs, sum=False))
     # Before any compilation or O(N) pass: NaN data would only show up as garbage later.
     check_finite_data(model, loglik_terms, n_data)
     check_sampled_block(model, value_vars, initial_point, n_data)

@@ -22,6 +22,7 @@ from pymc_minibatch_mh.bounds.jaakkola_jordan import (
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound, _row_norms
 from pymc_minibatch_mh.bounds.negative_binomial import negative_binomial_bound
 from pymc_minibatch_mh.bounds.normal_exact import exact_normal_likelihood
+from pymc_minibatch_mh.bounds.ordinal_taylor import map_tuned_ordinal
 from pymc_minibatch_mh.bounds.poisson_log import map_tuned_poisson_log
 from pymc_minibatch_mh.bounds.region_taylor import CHANNEL_DERIVATIVES, map_tuned_region_taylor
 from pymc_minibatch_mh.bounds.row_cells import (
@@ -31,6 +32,8 @@ from pymc_minibatch_mh.bounds.row_cells import (
 )
 from pymc_minibatch_mh.bounds.student_t import map_tuned_student_t, untuned_student_t
 from pymc_minibatch_mh.bounds.sum_bound import SumBound
+from pymc_minibatch_mh.bounds.taylor_remainder import ODDS_FAMILIES, ORDINAL
+from pymc_minibatch_mh.bounds.three_channel import map_tuned_three_channel
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius, grown_shape
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation
 from pymc_minibatch_mh.kernels.firefly import (
@@ -70,9 +73,19 @@ BOUND_FAMILIES = (
     "beta_logit",
     "zip_log",
     "hurdle_poisson_log",
+    "zinb_log",
+    "hurdle_nb_log",
+    "ordered_logistic",
+    "ordered_probit",
 )
 #: Families whose bounds hold on a trust region around the MAP only.
-REGION_FAMILIES = ("poisson_log", "gamma_log", *CHANNEL_DERIVATIVES)
+REGION_FAMILIES = (
+    "poisson_log",
+    "gamma_log",
+    *CHANNEL_DERIVATIVES,
+    *ODDS_FAMILIES,
+    *ORDINAL,
+)
 #: theta | z updates that use gradients of the bright likelihoods and of the bounds.
 GRADIENT_UPDATES = ("mala", "hmc")
 #: Acceptance rate tuning aims at: MALA's optimum, and a usual HMC target.
@@ -139,7 +152,10 @@ class FlyMC(MinibatchStep):
         Gamma with a log-link mean, ``Beta(mu=pm.math.invlogit(eta), nu)``,
         ``ZeroInflatedPoisson`` and ``HurdlePoisson`` with ``mu=pm.math.exp(eta)``, Normal
         and Student-t with a scale per row whose log is affine
-        (:mod:`pymc_minibatch_mh.bounds.region_taylor`), with ``eta`` affine in the
+        (:mod:`pymc_minibatch_mh.bounds.region_taylor`), ``ZeroInflatedNegativeBinomial``
+        and ``HurdleNegativeBinomial`` (:mod:`pymc_minibatch_mh.bounds.three_channel`),
+        ``OrderedLogistic`` / ``OrderedProbit`` with ordered cutpoints
+        (:mod:`pymc_minibatch_mh.bounds.ordinal_taylor`), with ``eta`` affine in the
         sampled variables. For other likelihoods pass an object
         with ``n_data``, ``log_bound(q, idx)``, ``log_bound_sum(q)`` (and, for MALA and HMC,
         ``log_bound_sum_grad(q)`` and ``log_bound_weighted_grad(q, idx, w)``) over the
@@ -189,9 +205,10 @@ class FlyMC(MinibatchStep):
     check_bound : bool, default True
         Raise if a computed ``log L_n - log B_n`` proves the bound invalid.
     trust_radius : float, optional
-        Poisson, Gamma, Beta, zero-inflated and hurdle Poisson, Student-t free scales and
-        scales per row (a Normal with one free scale needs no region): the bound holds on
-        the ellipsoid of this many Laplace standard deviations around the MAP (default
+        Poisson, Gamma, Beta, zero-inflated and hurdle Poisson and negative binomial,
+        ordinal likelihoods, Student-t free scales and scales per row (a Normal with one
+        free scale needs no region): the bound holds on the ellipsoid of this many
+        Laplace standard deviations around the MAP (default
         ``sqrt(D) + 8``); ``theta`` proposals outside it are rejected without reading data
         (stat ``region_exits``), so the chain is exact for the posterior restricted to it
         (see :mod:`pymc_minibatch_mh.bounds.trust_region`). At the end of tuning each chain
@@ -441,7 +458,8 @@ initial_point, compile_kwargs, blocked
                 f"FlyMC could not build bounds automatically: {err} FlyMC has built-in bounds "
                 "for Bernoulli-logit and Binomial-logit (Jaakkola–Jordan), Categorical-softmax "
                 "(Böhning), Student-t (Gaussian), negative binomial (Jaakkola–Jordan), "
-                "Poisson-log, Gamma-log, Beta, zero-inflated and hurdle Poisson, Normal and "
+                "Poisson-log, Gamma-log, Beta, zero-inflated and hurdle Poisson and negative "
+                "binomial, ordinal (trust region), Normal and "
                 "Student-t with a log-linear scale per row (trust region) and Normal with a "
                 "free scale or one fixed sigma (the likelihood itself, from sufficient "
                 "statistics) likelihoods; for another likelihood pass `bound=<object>` with "
@@ -493,12 +511,6 @@ initial_point, compile_kwargs, blocked
             hint = {
                 "normal": " FlyMC sums a Normal likelihood exactly when sigma is free or one "
                 "fixed value for all rows; here sigma differs between rows.",
-                **dict.fromkeys(
-                    ("ordered_logistic", "ordered_probit"),
-                    " FlyMC's bounds are quadratics in the parameters, summed once over all "
-                    "rows; an ordinal likelihood's cutpoints enter through the ordered "
-                    "transform, not linearly. TunaMH() is exact on this ordinal regression.",
-                ),
             }.get(lp.family, "")
             raise UnsupportedLikelihood(
                 f"FlyMC has no built-in bound for the {family_label(lp.family)} likelihood of "
@@ -550,7 +562,9 @@ initial_point, compile_kwargs, blocked
         Laplace fit's; a grown region's shape after tuning)."""
         chol = self._laplace_chol if chol is None else chol
         ndim = self.tall_data.ndim
-        single = getattr(lp, "parts", None) is None
+        # An ordinal bound needs one ellipsoid: its cubic term is bounded through the whole
+        # whitened distance from the MAP, which row cells do not limit.
+        single = getattr(lp, "parts", None) is None and lp.family not in ORDINAL
         if self.row_cells and self.trust_radius is None and single:
             cells = row_cells_for(lp, q_map, chol, likelihood_row_supports(lp))
             if cells is not None:
@@ -833,6 +847,8 @@ def _row_spreads(bound, region) -> np.ndarray:
     its term in the collapsed sum where the bound is loosest; 0 for a global bound."""
     if getattr(bound, "region", None) is None:
         return np.zeros(bound.n_data)
+    if hasattr(bound, "row_spreads"):  # three channels
+        return bound.row_spreads(region)
     reach = region.row_radii() * _row_norms(bound.design, region.chol)
     if not hasattr(bound, "curvature_eta"):
         return np.abs(bound.curvature) * reach**2
@@ -872,7 +888,8 @@ def _group_indexed(lp) -> bool:
 
 def _needs_region(lp) -> bool:
     """Whether the part's bound holds only on a trust region (Poisson-log, Gamma-log, Beta,
-    zero-inflated and hurdle Poisson, a Student-t free scale, a scale per row)."""
+    zero-inflated and hurdle Poisson and negative binomial, ordinal, a Student-t free
+    scale, a scale per row)."""
     return (
         lp.family in REGION_FAMILIES
         or (lp.free_scale and lp.family == "student_t")
@@ -890,6 +907,10 @@ def _build_bound(lp, q_map: np.ndarray | None, q_init: np.ndarray, region=None):
         return map_tuned_poisson_log(lp.design, lp.offset, lp.observed, q_map, region)
     if family == "gamma_log":
         return map_tuned_gamma_log(lp, q_map, region)
+    if family in ODDS_FAMILIES:  # zero-inflated and hurdle negative binomial
+        return map_tuned_three_channel(lp, q_map, region)
+    if family in ORDINAL:
+        return map_tuned_ordinal(lp, q_map, region)
     if family in CHANNEL_DERIVATIVES or getattr(lp, "row_scales", False):
         # Beta, zero-inflated and hurdle Poisson; Normal / Student-t with a scale per row.
         return map_tuned_region_taylor(lp, q_map, region)

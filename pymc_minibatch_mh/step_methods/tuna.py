@@ -136,7 +136,8 @@ class TunaMH(MinibatchStep):
       fixed ``alpha``: global bounds;
     * Poisson with log link, Gamma with a log-link mean (fixed or free shape), Beta with a
       logit-link mean (fixed or free precision), zero-inflated and hurdle Poisson with
-      a log-link mean (fixed or free ``psi``), ``OrderedLogistic`` / ``OrderedProbit``
+      a log-link mean (fixed or free ``psi``), zero-inflated and hurdle negative binomial
+      (each of ``alpha`` and ``psi`` fixed or free), ``OrderedLogistic`` / ``OrderedProbit``
       with cutpoints free under PyMC's ordered transform (or fixed), Normal /
       Student-t (fixed ``nu``) with a free scale ``sigma`` shared by all data or one per
       row whose log is affine (``sigma=pm.math.exp(c + Z @ g)``, ``sigma[group]``),

@@ -30,6 +30,23 @@ def region_model(kind: str):
             y = rng.negative_binomial(2.0, 2.0 / (2.0 + mu))
             alpha = pm.Exponential("alpha", 1.0)
             pm.NegativeBinomial("y", mu=pm.math.exp(a + b * x), alpha=alpha, observed=y)
+        elif kind.startswith(("zinb", "hurdle_nb")):
+            # Extreme rows: large counts, zeros where the mean is large, |x| = 12.
+            x[:4] = [12.0, -12.0, 6.0, -6.0]
+            mu = np.exp(1.5 + 0.3 * x)  # zeros of the counts rare: psi well identified
+            counts = rng.negative_binomial(4.0, 4.0 / (4.0 + mu))
+            y = np.where(rng.uniform(size=N) < 0.7, counts, 0)
+            y[4:8] = [0, 0, 60, 1]
+            free_alpha = kind.endswith(("_free", "_fixed_psi"))
+            free_psi = kind.endswith(("_free", "_fixed_alpha"))
+            alpha = pm.Exponential("alpha", 0.25) if free_alpha else 4.0
+            psi = pm.Beta("psi", 2.0, 2.0) if free_psi else 0.7
+            dist = (
+                pm.ZeroInflatedNegativeBinomial
+                if kind.startswith("zinb")
+                else (pm.HurdleNegativeBinomial)
+            )
+            dist("y", psi=psi, mu=pm.math.exp(a + b * x), alpha=alpha, observed=y)
         elif kind.startswith(("zip", "hurdle")):
             # Extreme rows: large counts, zeros where the Poisson mean is large, |x| = 12.
             x[:4] = [12.0, -12.0, 6.0, -6.0]

@@ -6,6 +6,11 @@ tight at the MAP, its collapsed sum and gradients consistent; negative controls.
 
 import numpy as np
 import pytest
+from bound_checks import (
+    assert_below_and_tight,
+    assert_dropped_rows_consistent,
+    assert_gradients_match,
+)
 from finite_differences import channel_low_derivatives, channel_third_derivatives
 from region_models import laplace_setup, region_model
 from region_points import points_in_region
@@ -126,51 +131,14 @@ def case(request):
 def test_bound_is_below_every_likelihood_on_the_region_and_tight_at_the_map(case, rng):
     lp, q_map, region = case
     bound = map_tuned_region_taylor(lp, q_map, region)
-    np.testing.assert_allclose(bound.log_bound(q_map), lp.loglik(q_map), rtol=1e-10, atol=1e-10)
-    worst, gaps = -np.inf, []
-    for q in points_in_region(rng, region, fractions=(0.05, 0.3, 0.7, 1.0), n_points=100):
-        gap = lp.loglik(q) - bound.log_bound(q)
-        worst = max(worst, -float(gap.min()))
-        gaps.append(float(gap.sum()))
-        np.testing.assert_allclose(bound.log_bound_sum(q), bound.log_bound(q).sum(), rtol=1e-9)
-    print(f"{lp.family}: worst violation {worst:.3g}, largest summed gap {max(gaps):.3g}")
-    assert worst <= 1e-9
-    assert bound.region is region
-    # Second-order contact at the MAP: the summed gap shrinks like the squared distance
-    # (a wrong slope would make it shrink like the distance).
-    direction = region.chol @ np.ones(q_map.size) / np.sqrt(q_map.size)
-    gap_half, gap_twentieth = (
-        float(np.sum(lp.loglik(q_map + r * direction) - bound.log_bound(q_map + r * direction)))
-        for r in (0.5, 0.05)
-    )
-    assert 0.0 <= gap_twentieth <= 1.5 * gap_half / 100.0
+    assert_below_and_tight(bound, lp, q_map, region, rng)
+    assert bound.region is region and bound.unbounded_rows.size == 0
 
 
 def test_gradients_match_finite_differences(case, rng):
     lp, q_map, region = case
     bound = map_tuned_region_taylor(lp, q_map, region)
-    q = next(points_in_region(rng, region, fractions=(0.5,), n_points=1))
-    idx = np.array([0, 3, 5, 17, 200])
-    weights = rng.uniform(0.5, 2.0, idx.size)
-    eye = np.eye(q.size)
-    h = 1e-6
-    numeric_sum = [
-        (bound.log_bound_sum(q + h * e) - bound.log_bound_sum(q - h * e)) / (2 * h) for e in eye
-    ]
-    numeric_rows = [
-        float(weights @ (bound.log_bound(q + h * e, idx) - bound.log_bound(q - h * e, idx)))
-        / (2 * h)
-        for e in eye
-    ]
-    # Central differences of a sum of N quadratics lose digits in proportion to its size.
-    tolerance = 1e-7 * float(np.max(np.abs(numeric_sum))) + 1e-4
-    np.testing.assert_allclose(bound.log_bound_sum_grad(q), numeric_sum, rtol=1e-5, atol=tolerance)
-    np.testing.assert_allclose(
-        bound.log_bound_weighted_grad(q, idx, weights),
-        numeric_rows,
-        rtol=1e-5,
-        atol=1e-7 * float(np.max(np.abs(numeric_rows))) + 1e-6,
-    )
+    assert_gradients_match(bound, region, rng, np.array([0, 3, 5, 17, 200]))
 
 
 def test_negative_control_without_third_derivatives_the_bound_is_violated(case, rng, monkeypatch):
@@ -197,22 +165,8 @@ def test_rows_without_a_bound_leave_a_consistent_sum(case, rng):
     lp, q_map, region = case
     bound = map_tuned_region_taylor(lp, q_map, region)
     dropped = np.array([0, 1, 4, 9, 250])
-    fewer = bound.without_bounds_on(dropped)
-    np.testing.assert_array_equal(fewer.unbounded_rows, dropped)
-    kept = np.setdiff1d(np.arange(lp.n_data), dropped)
-    for q in points_in_region(rng, region, fractions=(0.3, 0.9), n_points=5):
-        assert np.all(np.isneginf(fewer.log_bound(q, dropped)))
-        np.testing.assert_array_equal(fewer.log_bound(q, kept), bound.log_bound(q, kept))
-        np.testing.assert_allclose(
-            fewer.log_bound_sum(q), bound.log_bound(q, kept).sum(), rtol=1e-9, atol=1e-9
-        )
-        np.testing.assert_allclose(
-            fewer.log_bound_sum_grad(q),
-            bound.log_bound_weighted_grad(q, kept, np.ones(kept.size)),
-            rtol=1e-8,
-            atol=1e-8,
-        )
-        assert not np.any(fewer.log_bound_weighted_grad(q, dropped, np.ones(dropped.size)))
+    np.testing.assert_array_equal(bound.without_bounds_on(dropped).unbounded_rows, dropped)
+    assert_dropped_rows_consistent(bound, lp, region, rng, dropped)
 
 
 def test_rows_whose_bound_overflows_get_none():

@@ -173,6 +173,11 @@ REGION_KINDS = (
     "zip_free_psi",
     "hurdle_fixed_psi",
     "hurdle_free_psi",
+    "zinb_free",
+    "zinb_fixed",
+    "zinb_fixed_alpha",
+    "hurdle_nb_free",
+    "hurdle_nb_fixed_psi",
     "ordered_logistic",
     "ordered_probit",
 )
@@ -187,6 +192,10 @@ FREE_KINDS = (
     "beta_free_precision",
     "zip_free_psi",
     "hurdle_free_psi",
+    "zinb_free",
+    "zinb_fixed_alpha",
+    "hurdle_nb_free",
+    "hurdle_nb_fixed_psi",
 )
 
 
@@ -253,7 +262,7 @@ def test_trust_region_bounds_hold_for_every_datum_on_the_region(region_case, rng
     between points near its boundary; every datum's remainder difference is bounded."""
     kind, target, lp, bound = region_case
     region = bound.region
-    assert region is not None and (lp.free_scale or lp.row_scales) == (kind in FREE_KINDS)
+    assert region is not None and lp.scale_is_free == (kind in FREE_KINDS)
     assert lp.row_scales == kind.endswith("row_scale")
     points = list(_points_in_region(rng, region, fractions=(0.05, 0.3, 0.7, 0.999)))
     pairs = []

@@ -83,6 +83,8 @@ _IN_FAMILY = {
         "beta",
         "zip",
         "hurdle",
+        "zinb",
+        "hurdle_nb",
         "ordinal",
     ),
     "FlyMC": (
@@ -95,7 +97,10 @@ _IN_FAMILY = {
         "beta",
         "zip",
         "hurdle",
+        "zinb",
+        "hurdle_nb",
         "hetero",
+        "ordinal",
     ),
 }
 EXPECTED_REFUSALS: dict[tuple[str, str], str | None] = {
@@ -122,10 +127,23 @@ NEGATIVE_CONTROL_STEP = "MinibatchBarker"
 #: error in sigma_a over five seeds (2026-11-25, PyMC 6) was 0.01-0.18 sd (sd 0.06, while
 #: the ESS-based MCSE said 0.04); with 3000 draws, four seeds gave 0.02-0.09 sd.
 DRAWS = {"hier_centred": 3000, "hier_noncentred": 3000}
+#: Draws per chain for one step on one model. FlyMC's random walk mixes slowly on the
+#: zero-inflated negative binomial (the brightness variables slow its moves along the
+#: correlated intercept and dispersion): ESS of alpha 126 of 2000 draws, measured
+#: 2026-11-27 (PyMC 5); its HMC moves did worse on these models (ESS 3).
+STEP_DRAWS = {("zinb", "FlyMC"): 6000}
 #: Known failures of the defaults, documented in the README and docs ("Known
 #: limitations"), with the reason (strict xfail: a fix makes the test fail until the entry
-#: is removed). None at present.
-KNOWN_FAILURES: dict[tuple[str, str], str] = {}
+#: is removed).
+KNOWN_FAILURES: dict[tuple[str, str], str] = {
+    ("hurdle_nb", "FlyMC"): (
+        "FlyMC's chain does not follow the ridge of the hurdle negative binomial's "
+        "intercept and dispersion (a small mean and a small alpha explain the truncated "
+        "counts alike): after 2 x 16,000 draws the Monte Carlo error of alpha was 0.21 "
+        "posterior sd, its mean 0.22 sd and its sd 25 % off NUTS (2026-11-27, PyMC 6); "
+        "TunaMH() samples this model"
+    ),
+}
 
 ACCEPTED, REFUSED = step_pairs(BUILDERS, EXPECTED_REFUSALS, KNOWN_FAILURES)
 
@@ -140,8 +158,9 @@ def _reference(model_name: str) -> Reference:
     return _case(model_name).reference()
 
 
-def _sample(case: UserCase, step):
-    settings = {**SAMPLE, "draws": DRAWS.get(case.name, SAMPLE["draws"])}
+def _sample(case: UserCase, step, step_name: str | None = None):
+    draws = STEP_DRAWS.get((case.name, step_name), DRAWS.get(case.name, SAMPLE["draws"]))
+    settings = {**SAMPLE, "draws": draws}
     with case.model:
         return pm.sample(step=step, random_seed=SEED, **settings)
 
@@ -164,7 +183,7 @@ def test_default_step_matches_reference(model_name, step_name):
     case, reference = _case(model_name), _reference(model_name)
     with case.model:
         step = step_class(step_name)()
-    idata = _sample(case, step)
+    idata = _sample(case, step, step_name)
     fraction = mean_batch_fraction(idata, case.n_data)
     limit = batch_limit(case, step_name)
     print(f"\n{model_name} / {step_name}: mean batch per draw {fraction:.4f} N (limit {limit})")

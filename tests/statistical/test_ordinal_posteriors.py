@@ -1,12 +1,11 @@
-"""TunaMH on ordinal regressions (pm.OrderedLogistic and pm.OrderedProbit, free ordered
-cutpoints) reproduces grid-integrated posteriors (``slow``); FlyMC refuses them in words
-(fast).
+"""TunaMH and FlyMC on ordinal regressions (pm.OrderedLogistic and pm.OrderedProbit, free
+ordered cutpoints) reproduce grid-integrated posteriors (``slow``).
 
-``TunaMH()`` with no arguments must match the posterior means and sds of a grid in
+``TunaMH()`` and ``FlyMC()`` with no arguments must match the posterior means and sds of a grid in
 ``(b, kappa_1, kappa_2)`` (the slope and the ordered transform's coordinates:
 ``c_1 = kappa_1``, ``c_2 = c_1 + exp(kappa_2)``) within 4 Monte Carlo standard errors, with
 rows of extreme covariates in the end categories and against them. Negative control:
-``TunaMH(temperature=1.5)`` (sds about 22 % too large) must fail the same check.
+each step at ``temperature=1.5`` (sds about 22 % too large) must fail the same check.
 """
 
 import numpy as np
@@ -84,24 +83,20 @@ def _z_failures(case, step) -> dict:
     return grid_z_failures(case, step, draws=6000, seed=82, z_tol=Z_TOL)
 
 
+STEPS = {"TunaMH": TunaMH, "FlyMC": FlyMC}
+
+
 @pytest.mark.slow
-def test_tuna_matches_the_grid_posterior(grid):
+@pytest.mark.parametrize("step_name", list(STEPS))
+def test_step_matches_the_grid_posterior(grid, step_name):
     with grid["model"]:
-        step = TunaMH()
+        step = STEPS[step_name]()
     assert not _z_failures(grid, step)
 
 
 @pytest.mark.slow
-def test_negative_control_tempered_tuna_fails(grid):
+@pytest.mark.parametrize("step_name", list(STEPS))
+def test_negative_control_tempered_step_fails(grid, step_name):
     with grid["model"]:
-        step = TunaMH(temperature=1.5)
+        step = STEPS[step_name](temperature=1.5)
     assert _z_failures(grid, step)
-
-
-@pytest.mark.parametrize("link", list(LINKS))
-def test_flymc_refuses_an_ordinal_regression_in_words(link):
-    with _model(link), pytest.raises(ValueError) as info:
-        FlyMC()
-    message = str(info.value)
-    assert f"no built-in bound for the {LINKS[link].__name__} likelihood" in message
-    assert "TunaMH() is exact on this ordinal regression" in message

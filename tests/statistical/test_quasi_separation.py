@@ -33,9 +33,10 @@ NAMES = ["a", "b", "g"]
 SAMPLE = {"chains": 2, "cores": 2, "progressbar": False, "compute_convergence_checks": False}
 
 
-def _data(n_zero_category: int = 200, zero_inflated: bool = False):
+def _data(n_zero_category: int = 200, zero_inflated: bool = False, negative_binomial=False):
     """Categories (the last one, 200 rows by default, all zeros), a covariate and counts:
-    Poisson, or zero-inflated Poisson (80 % from the Poisson component)."""
+    Poisson, or zero-inflated Poisson or negative binomial (dispersion 2; 80 % from the
+    count component)."""
     rng = np.random.default_rng(11)
     category = rng.integers(0, 4, 2000)
     category[:n_zero_category] = 4
@@ -43,7 +44,13 @@ def _data(n_zero_category: int = 200, zero_inflated: bool = False):
     effects = np.array([0.0, 0.3, -0.2, 0.1, -9.0])
     if zero_inflated:
         mean = np.exp(np.log(0.8) + effects[category] + 0.4 * x)
-        y = np.where(rng.random(2000) < 0.8, rng.poisson(mean), 0)
+        inflated = rng.random(2000) >= 0.8
+        counts = (
+            rng.negative_binomial(2.0, 2.0 / (2.0 + mean))
+            if negative_binomial
+            else (rng.poisson(mean))
+        )
+        y = np.where(inflated, 0, counts)
     else:
         y = rng.poisson(np.exp(np.log(0.3) + effects[category] + 0.4 * x))
     y[category == 4] = 0
@@ -56,10 +63,12 @@ def _model(
     onehot: bool = False,
     n_zero_category: int = 200,
     zero_inflated: bool = False,
+    negative_binomial: bool = False,
 ):
     """The categories as an index into the effects (default) or as one-hot columns; a
-    Poisson likelihood, or a zero-inflated Poisson with a free psi (Beta(2, 2) prior)."""
-    category, x, y = _data(n_zero_category, zero_inflated)
+    Poisson likelihood, or a zero-inflated Poisson with a free psi (Beta(2, 2) prior), or a
+    zero-inflated negative binomial with a free psi and a free dispersion."""
+    category, x, y = _data(n_zero_category, zero_inflated, negative_binomial)
     with pm.Model() as model:
         a = pm.Normal("a", 0, prior_sd)
         b = pm.Normal("b", 0, prior_sd)
@@ -69,7 +78,13 @@ def _model(
             eta = a + b * x + pm.math.dot(columns, g)
         else:
             eta = a + b * x + pm.math.concatenate([[0.0], g])[category]
-        if zero_inflated:
+        if negative_binomial:
+            psi = pm.Beta("psi", 2, 2)
+            alpha = pm.HalfNormal("alpha", 5.0)
+            pm.ZeroInflatedNegativeBinomial(
+                "y", psi=psi, mu=pm.math.exp(eta), alpha=alpha, observed=y
+            )
+        elif zero_inflated:
             psi = pm.Beta("psi", 2, 2)
             pm.ZeroInflatedPoisson("y", psi=psi, mu=pm.math.exp(eta), observed=y)
         else:
@@ -220,3 +235,52 @@ def test_negative_control_zero_inflated_on_a_small_region_fails():
     posterior's mass (measured), too little for a 0.15-sd check; a region of 2 Laplace sds
     cuts the posterior off in every direction and must fail."""
     _assert_mismatching(_zip_run(TunaMH, trust_radius=2.0), ZIP_NAMES, _zip_reference())
+
+
+# ------------------------------------------------- zero-inflated negative binomial variant
+ZINB_NAMES = ["a", "b", "g", "psi", "alpha"]
+
+
+@cache
+def _zinb_reference():
+    with _model(zero_inflated=True, negative_binomial=True):
+        idata = pm.sample(draws=2000, tune=1000, target_accept=0.95, random_seed=5, **SAMPLE)
+    return moments_of(idata, ZINB_NAMES)
+
+
+def _zinb_run(step_class, **kwargs):
+    with _model(zero_inflated=True, negative_binomial=True):
+        step = step_class(progressbar=False, **kwargs)
+        return pm.sample(step=step, draws=4000, tune=1000, random_seed=3, **SAMPLE)
+
+
+#: Known failures (strict: a fix makes the test fail until the mark is removed). The
+#: all-zero category's zeros are explained alike by the inflation, a small dispersion or a
+#: very negative effect: a curved ridge that neither exact step's moves follow.
+_ZINB_RIDGE = {
+    "TunaMH": (
+        "TunaMH's chain moves too slowly along the ridge of this posterior (measured "
+        "2026-11-27: Monte Carlo error of g[3] 0.08 posterior sd after 2 x 12,000 draws, "
+        "mean 0.20 sd and sd 17 % off NUTS); the step warns that the chain mixes too "
+        "slowly (ESS of g[3] 4 after 400 draws). Not solved"
+    ),
+    "FlyMC": (
+        "FlyMC's chain barely moves along the ridge of this posterior (Monte Carlo errors "
+        "of 0.1-0.4 posterior sd in 2 x 4000 draws, measured 2026-11-27). Not solved"
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "step_class",
+    [
+        pytest.param(step, id=name, marks=pytest.mark.xfail(reason=_ZINB_RIDGE[name], strict=True))
+        for name, step in (("TunaMH", TunaMH), ("FlyMC", FlyMC))
+    ],
+)
+def test_zero_inflated_negative_binomial_quasi_separation_matches_nuts(step_class):
+    """A free dispersion beside the free psi (three channels), otherwise as the
+    zero-inflated Poisson."""
+    reference = _zinb_reference()
+    _assert_region_grown_and_matching(_zinb_run(step_class), ZINB_NAMES, reference)
