@@ -99,6 +99,10 @@ class NegativeBinomialBound(OverDesignRows):
         ``sum_n y_n design[n]``.
     y_offset, y_total : float
         ``sum_n y_n offset[n]`` and ``sum_n y_n``.
+    tuned : bool
+        Whether ``xi_n`` was tuned at the collapsed sums' centre (the MAP) or is 1.5.
+    unbounded : ndarray of bool, shape (N,), or None
+        Rows without a bound (``log B_n = -inf``), left out of every sum above.
     """
 
     design: np.ndarray
@@ -120,6 +124,8 @@ class NegativeBinomialBound(OverDesignRows):
     y_total: float
     family: str = "negative_binomial"
     region: None = None
+    tuned: bool = True
+    unbounded: np.ndarray | None = None
 
     # ------------------------------------------------------------ per datum
     def _channels(self, q: np.ndarray, idx):
@@ -148,7 +154,10 @@ class NegativeBinomialBound(OverDesignRows):
                 + y * (eta - t)
                 + (alpha + y) * jj
             )
-        return np.where(np.isnan(value), -np.inf, value)
+        value = np.where(np.isnan(value), -np.inf, value)
+        if self.unbounded is not None:
+            value = np.where(self.unbounded[sel], -np.inf, value)
+        return value
 
     def log_bound_weighted_grad(
         self, q: np.ndarray, idx: np.ndarray, weights: np.ndarray
@@ -162,11 +171,54 @@ class NegativeBinomialBound(OverDesignRows):
         jj = self.jj_constant[sel] + 0.5 * x - lam * x * x
         jj_slope = 0.5 - 2.0 * lam * x
         d_eta = y - (alpha + y) * jj_slope
+        if self.unbounded is not None:  # rows without a bound add nothing
+            weights = np.where(self.unbounded[sel], 0.0, weights)
         grad = self.gathered_rows(idx).T @ (weights * d_eta)
         if self.scale_row is not None:
             d_t = alpha * (digamma(y + alpha) - digamma(alpha) + jj) - y + (alpha + y) * jj_slope
             grad = grad + float(weights @ d_t) * self.scale_row
         return grad
+
+    @property
+    def _n_kept(self) -> float:
+        """Rows with a bound (those the count histogram holds)."""
+        return float(np.sum(self.counts))
+
+    def without_bounds_on(self, rows: np.ndarray) -> NegativeBinomialBound:
+        """The same bound with no bound on ``rows`` (a boolean mask or indices) as well:
+        the sums are collapsed again without them (one pass)."""
+        return _collapsed(
+            self.design,
+            self.offset,
+            self.observed,
+            self.scale_row,
+            self.scale_offset,
+            self.fixed_log_alpha,
+            self.quad_weighted.centre,
+            tuned=self.tuned,
+            unbounded=self._unbounded_with(rows),
+        )
+
+    def row_spreads(self, region) -> np.ndarray:
+        """Each row's ``(alpha + y_n) lambda_n reach_n^2`` on ``region`` (``alpha`` at the
+        centre, ``reach_n`` how far ``x_n = t - eta_n`` moves there): the size of its
+        quadratic term where the bound is loosest."""
+        centre = self.quad_weighted.centre
+        if self.scale_row is None:
+            alpha = np.exp(self.fixed_log_alpha)
+            direction = np.zeros(centre.size)
+        else:
+            alpha = math.exp(float(self.scale_row @ centre) + self.scale_offset)
+            direction = self.scale_row
+        reach = np.empty(self.n_data)
+        for rows in chunk_rows(self.n_data, centre.size, DEFAULT_CHUNK_ENTRIES):
+            block = (direction[None, :] - np.asarray(self.design[rows], dtype=np.float64)) @ (
+                region.chol
+            )
+            reach[rows] = np.sqrt(np.einsum("ij,ij->i", block, block))
+        record_rows(self.n_data, self.n_data)
+        reach *= region.row_radii()
+        return (alpha + self.observed) * self.jj_lambda * reach**2
 
     # ------------------------------------------------------------ collapsed sum
     def log_bound_sum(self, q: np.ndarray) -> float:
@@ -179,7 +231,7 @@ class NegativeBinomialBound(OverDesignRows):
         if t > _LOG_ALPHA_MAX:  # alpha overflows: the bound is -inf there (still valid)
             return -math.inf
         alpha = math.exp(t)
-        exact = float(self.counts @ gammaln(self.count_values + alpha)) - self.n_data * float(
+        exact = float(self.counts @ gammaln(self.count_values + alpha)) - self._n_kept * float(
             gammaln(alpha)
         )
         total = exact + linear - t * self.y_total + alpha * self.quad_one(q) + self.quad_weighted(q)
@@ -195,7 +247,7 @@ class NegativeBinomialBound(OverDesignRows):
         alpha = math.exp(min(t, _LOG_ALPHA_MAX))
         d_exact = alpha * (
             float(self.counts @ digamma(self.count_values + alpha))
-            - self.n_data * float(digamma(alpha))
+            - self._n_kept * float(digamma(alpha))
         )
         d_t = d_exact - self.y_total + alpha * self.quad_one(q)
         # Where alpha overflows the bound is -inf and its gradient has no meaning.
@@ -228,14 +280,13 @@ def negative_binomial_bound(
     if lp.family != "negative_binomial":
         raise UnsupportedBound(f"negative_binomial_bound needs that family; got {lp.family!r}.")
     design = as_design(lp.design)
-    n_data, ndim = design.shape
+    n_data = design.shape[0]
     offset = per_datum(lp.offset, n_data, "offset")
     y = per_datum(lp.observed, n_data, "observed")
     if np.any(y < 0) or np.any(y != np.round(y)):
         raise UnsupportedBound("Negative binomial observations must be non-negative integers.")
     centre = np.asarray(q_map if q_map is not None else q_init, dtype=np.float64)
-    free = lp.scale_row is not None
-    if free:
+    if lp.scale_row is not None:
         scale_row = np.asarray(lp.scale_row, dtype=np.float64)
         scale_offset = float(lp.scale_offset)
         fixed_log_alpha = None
@@ -245,6 +296,40 @@ def negative_binomial_bound(
         if not np.all(np.isfinite(alpha_n) & (alpha_n > 0)):
             raise UnsupportedBound("The negative binomial dispersion alpha must be positive.")
         fixed_log_alpha = np.log(alpha_n)
+    bound = _collapsed(
+        design,
+        offset,
+        y,
+        scale_row,
+        scale_offset,
+        fixed_log_alpha,
+        centre,
+        tuned=q_map is not None,
+        chunk_entries=chunk_entries,
+    )
+    if not math.isfinite(bound.log_bound_sum(centre)):
+        raise UnsupportedBound("The negative binomial bound is not finite at the MAP.")
+    return bound
+
+
+def _collapsed(
+    design,
+    offset: np.ndarray,
+    y: np.ndarray,
+    scale_row: np.ndarray | None,
+    scale_offset: float,
+    fixed_log_alpha: np.ndarray | None,
+    centre: np.ndarray,
+    *,
+    tuned: bool,
+    unbounded: np.ndarray | None = None,
+    chunk_entries: int = DEFAULT_CHUNK_ENTRIES,
+) -> NegativeBinomialBound:
+    """The bound's per-row coefficients and its sums over the rows not ``unbounded``
+    (one pass)."""
+    n_data, ndim = design.shape
+    free = scale_row is not None
+    keep = np.ones(n_data) if unbounded is None else (~unbounded).astype(np.float64)
     direction = np.zeros(ndim) if scale_row is None else scale_row
     t_centre = float(direction @ centre) + scale_offset
 
@@ -260,22 +345,22 @@ def negative_binomial_bound(
         v = direction[None, :] - d  # x_n = v_n @ q + c_n
         t_rows = t_centre if free else fixed_log_alpha[rows]
         x_centre = t_rows - (d @ centre + offset[rows])
-        xi = np.abs(x_centre) if q_map is not None else np.full(x_centre.shape, UNTUNED_XI)
+        xi = np.abs(x_centre) if tuned else np.full(x_centre.shape, UNTUNED_XI)
         lam = jj_lambda(xi)
         const = log_sigmoid(xi) - 0.5 * xi + lam * xi * xi
         jj_const[rows], lam_all[rows] = const, lam
         value = const + 0.5 * x_centre - lam * x_centre * x_centre
         slope = 0.5 - 2.0 * lam * x_centre
-        y_rows = y[rows]
-        y_design += d.T @ y_rows
+        y_rows, k = y[rows], keep[rows]
+        y_design += d.T @ (k * y_rows)
         if free:
-            weight_sets = {"one": np.ones_like(y_rows), "weighted": y_rows}
+            weight_sets = {"one": k, "weighted": k * y_rows}
         else:
             alpha_rows = np.exp(fixed_log_alpha[rows])
-            weight_sets = {"weighted": alpha_rows + y_rows}
+            weight_sets = {"weighted": k * (alpha_rows + y_rows)}
             fixed_part += float(
-                np.sum(gammaln(y_rows + alpha_rows) - gammaln(alpha_rows))
-                - y_rows @ fixed_log_alpha[rows]
+                k @ (gammaln(y_rows + alpha_rows) - gammaln(alpha_rows))
+                - (k * y_rows) @ fixed_log_alpha[rows]
             )
         for name, w in weight_sets.items():
             acc = stats[name]
@@ -287,8 +372,9 @@ def negative_binomial_bound(
         value, grad, hess = stats[name]
         return CollapsedQuadratic(centre.copy(), value, grad, 0.5 * (hess + hess.T))
 
-    values, counts = np.unique(y, return_counts=True)
-    bound = NegativeBinomialBound(
+    kept = keep > 0
+    values, counts = np.unique(y[kept], return_counts=True)
+    return NegativeBinomialBound(
         design=design,
         offset=offset,
         observed=y,
@@ -299,14 +385,13 @@ def negative_binomial_bound(
         jj_lambda=lam_all,
         count_values=values.astype(np.float64),
         counts=counts.astype(np.float64),
-        lgamma_y1=float(np.sum(gammaln(y + 1.0))),
+        lgamma_y1=float(np.sum(gammaln(y[kept] + 1.0))),
         fixed_part=fixed_part,
         quad_one=quadratic("one") if free else None,
         quad_weighted=quadratic("weighted"),
         y_design=y_design,
-        y_offset=float(y @ offset),
-        y_total=float(np.sum(y)),
+        y_offset=float(y[kept] @ offset[kept]),
+        y_total=float(np.sum(y[kept])),
+        tuned=tuned,
+        unbounded=None if unbounded is None or not unbounded.any() else unbounded,
     )
-    if not math.isfinite(bound.log_bound_sum(centre)):
-        raise UnsupportedBound("The negative binomial bound is not finite at the MAP.")
-    return bound

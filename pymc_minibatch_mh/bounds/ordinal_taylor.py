@@ -19,7 +19,13 @@ region (``R`` the radius plus the centre's distance from ``q*``)::
 
     log B_n(q) = l_n(q*) + grad l_n . d + (d^T H_n d - (K_n R / 3) ||L^{-1} d||^2) / 2
 
-is a lower bound there that touches ``l_n`` at the MAP [1]_. With ``w_j`` the gradient of
+is a lower bound there that touches ``l_n`` at the MAP [1]_. With row cells (a
+multilevel design, :class:`~pymc_minibatch_mh.bounds.row_cells.CellRegion`) a row of cell
+``T`` touches only the coordinates ``T`` (its own, the shared ones and the cutpoints'), and
+every whitened norm above is the same in ``T``'s own metric ``W_T`` (``W_T W_T^T`` the
+Laplace covariance's block on ``T``): ``||L^{-1} d||`` becomes ``||W_T^{-1} d_T||`` and
+``R`` the cell's ``rho_T``, so a coordinate the row does not touch (another group's
+effect, however wide its posterior) leaves the row's bound alone. With ``w_j`` the gradient of
 ``c_j`` and ``C_j = sum_{2 <= m <= j} e^{kappa_m} K_m K_m^T`` its Hessian at ``q*``,
 ``grad l_n = h_a (w_{k+1} - x_n) + h_b (w_k - x_n)`` and
 ``H_n = J_n^T (d^2 h) J_n + h_a C_{k+1} + h_b C_k`` with ``J_n`` the rows
@@ -53,6 +59,7 @@ from pymc_minibatch_mh.bounds.collapsed import (
 )
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
 from pymc_minibatch_mh.bounds.ordinal_curvature import ordinal_derivatives
+from pymc_minibatch_mh.bounds.row_cells import CellRegion, RowCells
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.passes import record_rows
 
@@ -87,6 +94,9 @@ class OrdinalQuadraticBound(OverDesignRows):
         ``K_n R / 3``.
     inverse_chol : ndarray, shape (D, D)
         ``L^{-1}``.
+    cells : RowCells or None
+        With row cells, each row's cubic term uses its cell's metric instead of
+        ``L^{-1}``.
     collapsed : CollapsedQuadratic
     region : TrustRegion
     family : str
@@ -112,16 +122,36 @@ class OrdinalQuadraticBound(OverDesignRows):
     region: TrustRegion
     family: str
     unbounded: np.ndarray | None = None
+    cells: RowCells | None = None
 
     def _shared(self, q: np.ndarray):
-        """``d``, ``u_j = w_j . d``, ``Q_j = d^T C_j d`` (``Q_{-1} = 0``) and
-        ``||L^{-1} d||^2``."""
+        """``d``, ``u_j = w_j . d`` and ``Q_j = d^T C_j d`` (``Q_{-1} = 0``)."""
         d = np.asarray(q, dtype=np.float64) - self.centre
         u = self.cut_gradients @ d
         v = self.cut_rows @ d
         big_q = np.concatenate([np.cumsum(self.cut_exp * v * v), [0.0]])
-        white = self.inverse_chol @ d
-        return d, u, v, big_q, float(white @ white)
+        return d, u, v, big_q
+
+    def _white_sq(self, d: np.ndarray, sel) -> np.ndarray | float:
+        """Each selected row's squared whitened distance ``||L^{-1} d||^2`` (one number
+        for all) or ``||W_T^{-1} d_T||^2`` of its cell."""
+        if self.cells is None:
+            white = self.inverse_chol @ d
+            return float(white @ white)
+        white = self.cells.whitened(d)
+        return np.einsum("ki,ki->k", white, white)[self.cells.cell_of_row[sel]]
+
+    def _white_sq_grad(self, d: np.ndarray, sel, weights: np.ndarray) -> np.ndarray:
+        """Gradient of ``sum_j weights[j] white_sq_j / 2`` over the selected rows."""
+        if self.cells is None:
+            return float(np.sum(weights)) * (self.inverse_chol.T @ (self.inverse_chol @ d))
+        cells = self.cells
+        per_cell = np.bincount(cells.cell_of_row[sel], weights, minlength=cells.n_cells)
+        white = cells.whitened(d) * per_cell[:, None]
+        back = np.einsum("kji,kj->ki", cells.inverse, white)
+        out = np.zeros(d.size + 1)
+        np.add.at(out, cells.columns, back)
+        return out[:-1]
 
     def _channels(self, d, u, idx):
         sel = slice(None) if idx is None else idx
@@ -135,8 +165,9 @@ class OrdinalQuadraticBound(OverDesignRows):
 
     def log_bound(self, q: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
         """Per-datum ``log B_n(q)`` for rows ``idx`` (all rows if None); O(len(idx) D)."""
-        d, u, _, big_q, white_sq = self._shared(q)
+        d, u, _, big_q = self._shared(q)
         sel, _, da, db = self._channels(d, u, idx)
+        white_sq = self._white_sq(d, sel)
         quadratic = (
             self.h_aa[sel] * da * da
             + 2.0 * self.h_ab[sel] * da * db
@@ -154,7 +185,7 @@ class OrdinalQuadraticBound(OverDesignRows):
         self, q: np.ndarray, idx: np.ndarray, weights: np.ndarray
     ) -> np.ndarray:
         """Gradient in ``q`` of ``sum_j weights[j] log B_{idx[j]}(q)``, shape ``(D,)``."""
-        d, u, v, _, _ = self._shared(q)
+        d, u, v, _ = self._shared(q)
         sel, rows, da, db = self._channels(d, u, idx)
         # Coefficients of (w_upper - x_n) and (w_lower - x_n).
         on_a = weights * (self.h_a[sel] + self.h_aa[sel] * da + self.h_ab[sel] * db)
@@ -168,8 +199,7 @@ class OrdinalQuadraticBound(OverDesignRows):
         through = _per_cutpoint(upper, lower, first, second, k1)
         per_m = np.cumsum(through[::-1])[::-1]  # rows whose cutpoint index is >= m
         grad += self.cut_rows.T @ (per_m * self.cut_exp * v)
-        cubic = float(weights @ self.cubic[sel])
-        return grad - cubic * (self.inverse_chol.T @ (self.inverse_chol @ d))
+        return grad - self._white_sq_grad(d, sel, weights * self.cubic[sel])
 
     def log_bound_sum(self, q: np.ndarray) -> float:
         """``sum_n log B_n(q)`` over all N data in O(D^2)."""
@@ -200,21 +230,27 @@ class OrdinalQuadraticBound(OverDesignRows):
             block = np.asarray(self.design[rows], dtype=np.float64) @ chol
             xx = np.einsum("ij,ij->i", block, block)
             out[rows] = 2.0 * (xx + np.max(ww))
+        record_rows(self.n_data, self.n_data)
         return out
 
 
-def _reach(centre: np.ndarray, region: TrustRegion) -> float:
-    """``R``: the largest ``||L^{-1} (q - centre)||`` on the region."""
+def _reach(centre: np.ndarray, region: TrustRegion | CellRegion) -> float | np.ndarray:
+    """``R``: the largest ``||L^{-1} (q - centre)||`` on the region; with row cells, each
+    row's largest ``||W_T^{-1} (q - centre)_T||`` on its cell's ellipsoid, shape (N,)."""
+    if isinstance(region, CellRegion):
+        white = region.cells.whitened(np.asarray(region.centre, dtype=np.float64) - centre)
+        per_cell = np.sqrt(np.einsum("ki,ki->k", white, white)) + region.radii
+        return per_cell[region.cells.cell_of_row]
     inverse = linalg.solve_triangular(region.chol, np.eye(centre.size), lower=True)
     offset = inverse @ (np.asarray(region.centre, dtype=np.float64) - centre)
     return float(np.linalg.norm(offset)) + float(np.max(region.row_radii()))
 
 
 def map_tuned_ordinal(
-    lp: LinearPredictorLikelihood, q_map: np.ndarray, region: TrustRegion
+    lp: LinearPredictorLikelihood, q_map: np.ndarray, region: TrustRegion | CellRegion
 ) -> OrdinalQuadraticBound:
     """The bound of the module docstring for an ordinal likelihood, touching it at
-    ``q_map``, valid on ``region`` (an ellipsoid).
+    ``q_map``, valid on ``region`` (an ellipsoid, or every row cell's).
 
     Raises
     ------
@@ -278,6 +314,7 @@ def map_tuned_ordinal(
         None,
         region,
         f"{lp.family}_taylor",
+        cells=region.cells if isinstance(region, CellRegion) else None,
     )
     return _collapsed(parts, unbounded if unbounded.any() else None)
 
@@ -328,8 +365,7 @@ def _collapsed(bound: OrdinalQuadraticBound, unbounded) -> OrdinalQuadraticBound
     per_m = np.cumsum(on_w[::-1])[::-1]  # rows whose cutpoint is m or above
     rows_k = bound.cut_rows
     hess += rows_k.T @ ((per_m * bound.cut_exp)[:, None] * rows_k)
-    inverse = bound.inverse_chol
-    hess -= math.fsum(cubic) * (inverse.T @ inverse)
+    hess -= _cubic_metric(bound, cubic)
     hess = 0.5 * (hess + hess.T)
     grad = w.T @ on_w - grad_x
     collapsed = CollapsedQuadratic(bound.centre.copy(), math.fsum(value), grad, hess)
@@ -347,6 +383,21 @@ def _collapsed(bound: OrdinalQuadraticBound, unbounded) -> OrdinalQuadraticBound
         unbounded=unbounded,
     )
     return OrdinalQuadraticBound(**fields)
+
+
+def _cubic_metric(bound: OrdinalQuadraticBound, cubic: np.ndarray) -> np.ndarray:
+    """``sum_n cubic_n M_n``, ``M_n`` the matrix of row ``n``'s squared whitened distance:
+    ``L^{-T} L^{-1}`` for all, or its cell's ``W_T^{-T} W_T^{-1}`` placed on ``T``."""
+    if bound.cells is None:
+        inverse = bound.inverse_chol
+        return math.fsum(cubic) * (inverse.T @ inverse)
+    cells = bound.cells
+    per_cell = np.bincount(cells.cell_of_row, cubic, minlength=cells.n_cells)
+    blocks = np.einsum("kji,kjl->kil", cells.inverse, cells.inverse) * per_cell[:, None, None]
+    ndim = bound.centre.size
+    out = np.zeros((ndim + 1, ndim + 1))
+    np.add.at(out, (cells.columns[:, :, None], cells.columns[:, None, :]), blocks)
+    return out[:-1, :-1]
 
 
 def _per_cutpoint(upper, lower, h_a, h_b, k1: int) -> np.ndarray:

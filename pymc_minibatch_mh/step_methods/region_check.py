@@ -21,6 +21,7 @@ from pymc_minibatch_mh.bounds.excluded_mass import (
     excluded_mass,
     excluded_mass_warning,
     grow_until_negligible,
+    profile_widened_shape,
 )
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow
 from pymc_minibatch_mh.passes import passes_counted_on
@@ -49,6 +50,24 @@ def spread_shape(spread: CovarianceWindow) -> np.ndarray | None:
     return None if cov is None else np.linalg.cholesky(cov)
 
 
+def posterior_shape(step, region) -> np.ndarray | None:
+    """The shape of the posterior as far as ``step`` knows it after tuning: its tuning
+    draws' spread, widened along the axes of ``region`` where the posterior falls too
+    little on the region's boundary
+    (:func:`~pymc_minibatch_mh.bounds.excluded_mass.profile_widened_shape`, ``2 D + 1``
+    full-data passes: only when that is no more than the importance sampler's own
+    passes, e.g. up to 49 coordinates at N = 10^6 and 199 at 10^5). It shapes both the
+    importance sampler of the excluded mass and the grown region."""
+    spread = spread_shape(step.tuning_spread)
+    if 2 * region.centre.size + 1 > 2 * draws_for(step.tall_data.n_data):
+        return spread
+    log_posterior = full_log_posterior(step.tall_data)
+    base = np.asarray(region.chol if spread is None else spread, dtype=np.float64)
+    with passes_counted_on(step):
+        shape, _ = profile_widened_shape(log_posterior, region, base)
+    return spread if shape is base else shape
+
+
 def excluded_mass_report(
     step_name: str, estimate: ExcludedMass, region, advice: str = "", grown: bool = True
 ) -> SamplerWarning | None:
@@ -59,7 +78,9 @@ def excluded_mass_report(
     return SamplerWarning(WarningType.BAD_PARAMS, f"{message} {advice}".strip(), "warn")
 
 
-def check_region(step, bound, *, rebuild=None, advice: str = "") -> tuple[object, float]:
+def check_region(
+    step, bound, *, rebuild=None, advice: str = "", shape: np.ndarray | None = None
+) -> tuple[object, float]:
     """Estimate the mass outside ``bound.region`` for ``step``'s chain after tuning.
 
     With ``rebuild`` (``factor -> bound`` on a region that many times larger) the region
@@ -67,6 +88,8 @@ def check_region(step, bound, *, rebuild=None, advice: str = "") -> tuple[object
     (:func:`~pymc_minibatch_mh.bounds.excluded_mass.grow_until_negligible`). Sets
     ``step.excluded_mass``, counts the full-data passes on ``step`` and queues the
     warning (with ``advice`` appended) when the mass stays above ``NEGLIGIBLE_MASS``.
+    ``shape`` shapes the importance sampler's proposal (default: the tuning draws'
+    spread; the steps pass :func:`posterior_shape`).
 
     Returns
     -------
@@ -76,7 +99,7 @@ def check_region(step, bound, *, rebuild=None, advice: str = "") -> tuple[object
     log_posterior = full_log_posterior(step.tall_data)
     options = {
         "n_draws": draws_for(step.tall_data.n_data),
-        "shape": spread_shape(step.tuning_spread),
+        "shape": spread_shape(step.tuning_spread) if shape is None else shape,
     }
     factor = 1.0
     with passes_counted_on(step):

@@ -56,7 +56,7 @@ from pymc_minibatch_mh.step_methods.base import (
 )
 from pymc_minibatch_mh.step_methods.region_check import (
     check_region,
-    spread_shape,
+    posterior_shape,
     tuning_spread,
 )
 
@@ -652,7 +652,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         if region is None or not self.control_variates or self._user_bound:
             return
 
-        spread = spread_shape(self.tuning_spread)
+        spread = posterior_shape(self, self.bound.region)
 
         def rebuild(factor):
             # The first growth reshapes the region alone (by the tuning draws' spread).
@@ -660,7 +660,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
             return self._remainder_bound(self._lp, self.reference.reference, shape)
 
         grow = rebuild if self.trust_radius is None else None
-        bound, _ = check_region(self, self.bound, rebuild=grow)
+        bound, _ = check_region(self, self.bound, rebuild=grow, shape=spread)
         if bound is not self.bound:
             self._set_bound(bound)
             self.region_shape = bound.region.chol

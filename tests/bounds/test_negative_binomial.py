@@ -110,3 +110,31 @@ def test_an_overflowing_dispersion_gives_minus_infinity_not_an_error(case):
     far = q_map + 1000.0 * np.asarray(lp.scale_row)
     assert bound.log_bound_sum(far) == -np.inf
     assert bound.log_bound_sum_grad(far).shape == q_map.shape  # no OverflowError
+
+
+@pytest.mark.parametrize("tuned", [True, False])
+def test_rows_without_a_bound_leave_a_consistent_sum(case, rng, tuned):
+    """Dropping rows (a zero, the large counts, ordinary ones): their log-bound is -inf
+    and their weighted gradient 0, the collapsed sum and its gradient are those of the
+    other rows, and those rows' bounds are unchanged (the same ``xi``)."""
+    lp, q_map = case
+    bound = negative_binomial_bound(lp, q_map if tuned else None, q_map)
+    dropped = np.array([0, 1, 2, 17, 399])
+    fewer = bound.without_bounds_on(dropped)
+    np.testing.assert_array_equal(fewer.unbounded_rows, dropped)
+    kept = np.setdiff1d(np.arange(N), dropped)
+    for q in _points(rng, q_map, n=20):
+        assert np.all(np.isneginf(fewer.log_bound(q, dropped)))
+        np.testing.assert_array_equal(fewer.log_bound(q, kept), bound.log_bound(q, kept))
+        explicit = bound.log_bound(q, kept).sum()
+        np.testing.assert_allclose(fewer.log_bound_sum(q), explicit, rtol=1e-9, atol=1e-6)
+        np.testing.assert_allclose(
+            fewer.log_bound_sum_grad(q),
+            bound.log_bound_weighted_grad(q, kept, np.ones(kept.size)),
+            rtol=1e-7,
+            atol=1e-6,
+        )
+        assert not np.any(fewer.log_bound_weighted_grad(q, dropped, np.ones(dropped.size)))
+    # Control: the whole sum differs from the kept rows' by the dropped rows' terms.
+    q = q_map + 0.05
+    assert abs(bound.log_bound_sum(q) - fewer.log_bound_sum(q)) > 1.0

@@ -5,6 +5,7 @@ against them), tight at the MAP, its collapsed sum and gradients consistent; neg
 controls."""
 
 import numpy as np
+import pymc as pm
 import pytest
 from bound_checks import (
     assert_below_and_tight,
@@ -16,6 +17,8 @@ from region_points import points_in_region
 
 from pymc_minibatch_mh.bounds import ordinal_taylor
 from pymc_minibatch_mh.bounds.ordinal_taylor import map_tuned_ordinal
+from pymc_minibatch_mh.bounds.row_cells import CellRegion, likelihood_row_supports, row_cells_for
+from pymc_minibatch_mh.bounds.trust_region import default_radius
 
 
 @pytest.fixture(scope="module", params=["ordered_logistic", "ordered_probit"])
@@ -58,3 +61,114 @@ def test_rows_without_a_bound_leave_a_consistent_sum(case, rng):
     lp, q_map, region = case
     bound = map_tuned_ordinal(lp, q_map, region)
     assert_dropped_rows_consistent(bound, lp, region, rng, np.array([0, 1, 4, 9, 250]))
+
+
+def _grouped_ordinal(family: str):
+    """An ordinal regression with a slope and an effect per group (8 groups of 50 rows,
+    the last group's effect under a diffuse prior with only the lowest category), extreme
+    rows |x| = 12 against their categories, and its MAP."""
+    rng = np.random.default_rng(5)
+    n, groups = 400, 8
+    group = np.repeat(np.arange(groups), n // groups)
+    x = rng.normal(size=n)
+    x[:4] = [12.0, -12.0, 12.0, -12.0]
+    latent = 0.8 * x + rng.normal(0.0, 0.7, groups)[group]
+    latent += rng.logistic(size=n) if family == "ordered_logistic" else rng.normal(size=n)
+    y = np.searchsorted(np.array([-1.0, 0.2, 1.1]), latent)
+    y[:4] = [3, 0, 0, 3]
+    y[group == groups - 1] = 0
+    with pm.Model() as model:
+        b = pm.Normal("b", 0, 3)
+        u = pm.Normal("u", 0, np.r_[np.full(groups - 1, 2.0), 30.0], shape=groups)
+        cutpoints = pm.Normal(
+            "cutpoints",
+            mu=[-1.0, 0.0, 1.0],
+            sigma=3.0,
+            shape=3,
+            transform=pm.distributions.transforms.ordered,
+        )
+        dist = pm.OrderedLogistic if family == "ordered_logistic" else pm.OrderedProbit
+        dist("y", eta=b * x + u[group], cutpoints=cutpoints, observed=y)
+        map_point = pm.find_MAP(progressbar=False)
+    return model, map_point
+
+
+def _points_in_cells(rng, region, fractions, n_points):
+    """Points whose largest cell distance is ``fraction`` of that cell's radius."""
+    for fraction in fractions:
+        for _ in range(n_points):
+            step = region.chol @ rng.standard_normal(region.centre.size)
+            scale = np.max(region.distances(region.centre + step) / region.radii)
+            yield region.centre + fraction * step / scale
+
+
+@pytest.fixture(scope="module", params=["ordered_logistic", "ordered_probit"])
+def cell_case(request):
+    from finite_differences import numeric_hessian
+
+    model, map_point = _grouped_ordinal(request.param)
+    lp, q_map, _ = _likelihood_at(model, map_point)
+    # The last effect's likelihood is flat: the Laplace fit with the priors' curvature
+    # (1 / 3^2, 1 / 2^2 for the effects and 1 / 30^2 for the last; the cutpoints' as if
+    # Normal(0, 3) on the transformed scale).
+    prior = np.r_[1 / 9, np.full(7, 1 / 4), 1 / 900, np.full(3, 1 / 9)]
+    hess = numeric_hessian(lambda q: float(lp.loglik(q).sum()), q_map) - np.diag(prior)
+    chol = np.linalg.cholesky(np.linalg.inv(-hess))
+    cells = row_cells_for(lp, q_map, chol, likelihood_row_supports(lp))
+    assert cells is not None and cells.n_cells == 8
+    margin = default_radius(q_map.size) - np.sqrt(q_map.size)
+    return lp, q_map, CellRegion.around(cells, chol, margin)
+
+
+def _likelihood_at(model, map_point):
+    """``laplace_setup`` without its Laplace fit: the likelihood and the MAP vector."""
+    from pymc.pytensorf import make_shared_replacements
+
+    from pymc_minibatch_mh.likelihood import recognise_linear_predictor
+
+    point = model.initial_point()
+    shared = make_shared_replacements(point, model.value_vars, model)
+    lp = recognise_linear_predictor(model, model.value_vars, shared=shared, initial_point=point)
+    q_map = np.concatenate(
+        [np.atleast_1d(map_point[v.name]).astype(float) for v in model.value_vars]
+    )
+    return lp, q_map, None
+
+
+def test_with_row_cells_the_bound_is_below_every_likelihood_in_every_cell(cell_case, rng):
+    """Each row's cubic term in its cell's own metric: below every row's likelihood at
+    points reaching each cell's boundary, tight at the MAP, sums and gradients consistent;
+    moving the last group's effect (which no other row reads) leaves the other rows'
+    bounds unchanged. Control: the bare second-order expansion rises above some row."""
+    lp, q_map, region = cell_case
+    bound = map_tuned_ordinal(lp, q_map, region)
+    assert bound.cells is region.cells
+    kept = np.setdiff1d(np.arange(lp.n_data), bound.unbounded_rows)
+    np.testing.assert_allclose(bound.log_bound(q_map, kept), lp.loglik(q_map)[kept], atol=1e-10)
+    worst = -np.inf
+    for q in _points_in_cells(rng, region, (0.3, 0.7, 1.0), 150):
+        assert region.contains(q * (1 - 1e-12) + region.centre * 1e-12)
+        rows = bound.log_bound(q, kept)
+        worst = max(worst, -float(np.min(lp.loglik(q)[kept] - rows)))
+        np.testing.assert_allclose(bound.log_bound_sum(q), rows.sum(), rtol=1e-9)
+    assert worst <= 1e-9, worst
+    assert_gradients_match(bound, region, rng, np.array([0, 3, 60, 200, 390]))
+    # The last group's effect is coordinate 8 (b, then u[0..7]); its rows are 350-399.
+    moved = q_map.copy()
+    moved[8] += 50.0
+    others = np.arange(350)
+    np.testing.assert_array_equal(bound.log_bound(moved, others), bound.log_bound(q_map, others))
+
+
+def test_negative_control_with_row_cells_the_bare_expansion_is_violated(
+    cell_case, rng, monkeypatch
+):
+    lp, q_map, region = cell_case
+    monkeypatch.setattr(ordinal_taylor, "_RELATIVE_SLACK", -1.0)
+    bare = map_tuned_ordinal(lp, q_map, region)
+    assert not np.any(bare.cubic)
+    violated = any(
+        np.any(bare.log_bound(q) > lp.loglik(q) + 1e-9)
+        for q in _points_in_cells(rng, region, (0.7, 1.0), 150)
+    )
+    assert violated

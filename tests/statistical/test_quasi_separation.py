@@ -26,6 +26,7 @@ import pytest
 from pymc_minibatch_mh import FlyMC, TunaMH
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
 from pymc_minibatch_mh.bounds.trust_region import default_radius
+from pymc_minibatch_mh.step_methods import firefly
 
 from .agreement import failures_against, moments_of
 
@@ -149,8 +150,10 @@ def test_flymc_leaves_the_loosest_rows_without_a_bound():
     category: curvatures near e^96 on the region would round the collapsed sum by ~1e32
     nats (a chain once settled where the log posterior is -1.6e30). FlyMC leaves exactly
     that category's 200 rows without a bound, and the sum over the others is precise.
-    Controls: with Normal(0, 2.5) priors every row keeps its bound; with the category
-    holding 60 % of the rows, more than half would lose theirs, and FlyMC refuses."""
+    Controls: with Normal(0, 2.5) priors the sum is precise with every row bounded (the
+    category's rows are still read at every iteration, as rows that would be bright
+    most of the time); with the category holding 60 % of the rows, more than half would
+    lose theirs, and FlyMC refuses."""
     with _model(onehot=True):
         step = FlyMC(progressbar=False)
     assert step.n_unbounded == 200
@@ -162,7 +165,10 @@ def test_flymc_leaves_the_loosest_rows_without_a_bound():
     assert bound.log_bound_sum(q) == pytest.approx(explicit, abs=1e-6 * (1 + abs(explicit)))
     with _model(prior_sd=2.5, onehot=True):
         step = FlyMC(progressbar=False)
-    assert step.bound.region is not None and step.n_unbounded == 0
+    region = step.bound.region
+    whole = firefly._build_bound(step._lp, step._q_map, step._q_init, region)
+    assert firefly._precise_bounds([whole], region) == [whole]
+    assert step.n_unbounded == 200
     with (
         _model(onehot=True, n_zero_category=1200),
         pytest.raises(UnsupportedBound, match="so loose"),
@@ -215,10 +221,16 @@ def _zip_reference():
     return moments_of(idata, ZIP_NAMES)
 
 
+def _draws(step_class) -> int:
+    """Draws per chain: FlyMC's random walk mixes more slowly on these skewed posteriors
+    (ESS per draw of the category's coefficient about 5 %), so it gets twice as many."""
+    return 8000 if step_class is FlyMC else 4000
+
+
 def _zip_run(step_class, **kwargs):
     with _model(zero_inflated=True):
         step = step_class(progressbar=False, **kwargs)
-        return pm.sample(step=step, draws=4000, tune=1000, random_seed=3, **SAMPLE)
+        return pm.sample(step=step, draws=_draws(step_class), tune=1000, random_seed=3, **SAMPLE)
 
 
 @pytest.mark.slow
@@ -284,3 +296,182 @@ def test_zero_inflated_negative_binomial_quasi_separation_matches_nuts(step_clas
     zero-inflated Poisson."""
     reference = _zinb_reference()
     _assert_region_grown_and_matching(_zinb_run(step_class), ZINB_NAMES, reference)
+
+
+# ------------------------------------------------------------ the other families' zeros
+#: One model per family whose category 4 (200 of 2,000 rows) has only zero outcomes (no
+#: successes, zero counts, the lowest level), Normal(0, 100) priors on the coefficients.
+FAMILY_NAMES = {
+    "binomial": ["a", "b", "g"],
+    "negative_binomial": ["a", "b", "g", "alpha"],
+    "ordinal": ["b", "g", "cutpoints"],
+    "hurdle_nb": ["a", "b", "g", "psi", "alpha"],
+}
+
+
+@cache
+def _family_model(family: str, prior_sd: float = 100.0):
+    """Binomial-logit (1-20 trials per row), negative binomial (free alpha), ordered
+    logistic (4 levels, free cutpoints) or hurdle negative binomial (free psi and alpha)."""
+    rng = np.random.default_rng(11)
+    category = rng.integers(0, 4, 2000)
+    category[:200] = 4
+    x = rng.normal(size=2000)
+    true_eta = np.array([0.0, 0.3, -0.2, 0.1, -9.0])[category] + 0.4 * x
+    noise = np.random.default_rng(4)
+    with pm.Model() as model:
+        a = pm.Normal("a", 0, prior_sd)
+        b = pm.Normal("b", 0, prior_sd)
+        g = pm.Normal("g", 0, prior_sd, shape=4)
+        eta = a + b * x + pm.math.concatenate([[0.0], g])[category]
+        if family == "binomial":
+            trials = np.random.default_rng(3).integers(1, 21, 2000)
+            y = noise.binomial(trials, 1 / (1 + np.exp(0.5 - true_eta)))
+            y[category == 4] = 0
+            pm.Binomial("y", n=trials, logit_p=eta, observed=y)
+        elif family == "ordinal":
+            y = np.digitize(true_eta + noise.logistic(size=2000), [-1.0, 0.5, 1.5])
+            y[category == 4] = 0
+            cutpoints = pm.Normal(
+                "cutpoints",
+                0,
+                10,
+                shape=3,
+                transform=pm.distributions.transforms.ordered,
+                initval=[-1.0, 0.0, 1.0],
+            )
+            # `a` cancels against the cutpoints: it keeps its prior and stays out of the
+            # comparison.
+            pm.OrderedLogistic("y", eta=eta - a, cutpoints=cutpoints, observed=y)
+        else:
+            mean = np.exp(np.log(0.8) + true_eta)
+            y = noise.negative_binomial(2.0, 2.0 / (2.0 + mean))
+            y[category == 4] = 0
+            if family == "hurdle_nb":
+                psi = pm.Beta("psi", 2, 2)
+            alpha = pm.HalfNormal("alpha", 5.0)
+            if family == "hurdle_nb":
+                pm.HurdleNegativeBinomial(
+                    "y", psi=psi, mu=pm.math.exp(eta), alpha=alpha, observed=y
+                )
+            else:
+                pm.NegativeBinomial("y", mu=pm.math.exp(eta), alpha=alpha, observed=y)
+    return model
+
+
+@cache
+def _nuts_moments(family: str):
+    with _family_model(family):
+        idata = pm.sample(draws=2000, tune=1000, target_accept=0.95, random_seed=5, **SAMPLE)
+    return moments_of(idata, FAMILY_NAMES[family])
+
+
+def _family_reference(family: str):
+    """NUTS's moments; for the hurdle model, ``g[3]`` has its prior's, N(0, 100), exactly:
+    a hurdle's zeros do not depend on the mean, so nothing in the data touches it (and
+    PyMC's gradient of the hurdle's truncation is NaN once ``|g[3]|`` passes about 100,
+    which bends NUTS's draws of it: mean 59, sd 65, measured)."""
+    mean, sd = (dict(moments) for moments in _nuts_moments(family))
+    if family == "hurdle_nb":
+        mean["g[3]"], sd["g[3]"] = 0.0, 100.0
+    return mean, sd
+
+
+@cache
+def _default_run(family: str, step_class):
+    return _family_run(family, step_class)
+
+
+def _family_run(family: str, step_class, **kwargs):
+    with _family_model(family):
+        step = step_class(progressbar=False, **kwargs)
+        return pm.sample(step=step, draws=_draws(step_class), tune=1000, random_seed=3, **SAMPLE)
+
+
+def test_flymc_reads_the_rows_that_would_be_bright_most_of_the_time():
+    """Binomial-logit: the all-zero category's Jaakkola-Jordan bounds, tight near
+    ``eta = -12``, are 10^4 times more curved than their likelihood; over the Laplace fit
+    (sd 9 in that coefficient) their expected gap exceeds 2 nats for the rows with
+    enough trials, so FlyMC reads those rows at every iteration (a global bound: no
+    region). Control: with Normal(0, 2.5) priors the coefficient stays near its prior's
+    scale and every row keeps its bound."""
+    with _family_model("binomial"):
+        step = FlyMC(progressbar=False)
+    rows = step.bound.unbounded_rows
+    assert step.bound.region is None
+    assert 150 <= rows.size <= 200 and np.all(rows < 200)  # the category's rows come first
+    with _family_model("binomial", prior_sd=2.5):
+        step = FlyMC(progressbar=False)
+    assert step.n_unbounded == 0
+
+
+#: Known failure (strict: a fix makes the test fail until the mark is removed).
+_ORDINAL_FLYMC = (
+    "FlyMC's ordinal bound is loose here (its cubic term takes the cell's whole radius): "
+    "about 300 of the 1,800 bounded rows are bright, a theta move is accepted with "
+    "probability 0.08-0.12, and the chains leave the MAP's neighbourhood slowly "
+    "(measured 2026-11-27, 2 x 4000 draws: the category's coefficient at -20 +- 9 in one "
+    "chain and -70 +- 30 in the other, against -85 +- 59). Not solved"
+)
+FAMILY_CASES = [
+    pytest.param(
+        family,
+        step,
+        id=f"{family}-{name}",
+        marks=(
+            pytest.mark.xfail(reason=_ORDINAL_FLYMC, strict=True)
+            if (family, name) == ("ordinal", "FlyMC")
+            else ()
+        ),
+    )
+    for family in FAMILY_NAMES
+    for name, step in (("TunaMH", TunaMH), ("FlyMC", FlyMC))
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("family", "step_class"), FAMILY_CASES)
+def test_all_zero_category_matches_nuts(family, step_class):
+    """Each exact step, no arguments, within 0.15 sd and 15 % of the reference."""
+    mean, sd = _family_reference(family)
+    idata = _default_run(family, step_class)
+    assert not failures_against(idata, FAMILY_NAMES[family], mean, sd, mean_tol=0.15, sd_tol=0.15)
+
+
+@pytest.mark.slow
+def test_negative_control_flymc_bounding_every_row_traps_the_chain(monkeypatch):
+    """With every row bounded (the rule for rows bright most of the time turned off) the
+    binomial chain sticks near the MAP in the category's coefficient and must fail."""
+    monkeypatch.setattr(firefly, "_BRIGHT_GAP", np.inf)
+    mean, sd = _family_reference("binomial")
+    idata = _family_run("binomial", FlyMC)
+    failures = failures_against(
+        idata, FAMILY_NAMES["binomial"], mean, sd, mean_tol=0.15, sd_tol=0.15, check_power=False
+    )
+    assert failures
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["negative_binomial", "ordinal"])
+def test_negative_control_all_zero_category_on_a_small_region_fails(family):
+    """A region of 2 Laplace sds (given, so never grown) cuts these posteriors."""
+    mean, sd = _family_reference(family)
+    idata = _family_run(family, TunaMH, trust_radius=2.0)
+    failures = failures_against(
+        idata, FAMILY_NAMES[family], mean, sd, mean_tol=0.15, sd_tol=0.15, check_power=False
+    )
+    assert failures
+
+
+@pytest.mark.slow
+def test_negative_control_the_hurdle_draws_fail_against_nuts_own_moments():
+    """The hurdle model's check has power where NUTS is bent: TunaMH's draws, which match
+    the prior's moments of ``g[3]``, fail against NUTS's own (mean 59, sd 65). (Held to a
+    small region the chain is not a control here: with cells of 4-5 coordinates even a
+    radius of 1 kept sds within 14 %, measured.)"""
+    mean, sd = _nuts_moments("hurdle_nb")
+    idata = _default_run("hurdle_nb", TunaMH)
+    failures = failures_against(
+        idata, ["g"], mean, sd, mean_tol=0.15, sd_tol=0.15, check_power=False
+    )
+    assert any(failure.startswith("g[3]") for failure in failures)
