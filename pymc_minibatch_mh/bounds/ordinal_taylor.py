@@ -238,8 +238,7 @@ def _reach(centre: np.ndarray, region: TrustRegion | CellRegion) -> float | np.n
     """``R``: the largest ``||L^{-1} (q - centre)||`` on the region; with row cells, each
     row's largest ``||W_T^{-1} (q - centre)_T||`` on its cell's ellipsoid, shape (N,)."""
     if isinstance(region, CellRegion):
-        white = region.cells.whitened(np.asarray(region.centre, dtype=np.float64) - centre)
-        per_cell = np.sqrt(np.einsum("ki,ki->k", white, white)) + region.radii
+        per_cell = region.distances(centre) + region.radii
         return per_cell[region.cells.cell_of_row]
     inverse = linalg.solve_triangular(region.chol, np.eye(centre.size), lower=True)
     offset = inverse @ (np.asarray(region.centre, dtype=np.float64) - centre)

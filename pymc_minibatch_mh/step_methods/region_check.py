@@ -88,8 +88,8 @@ def check_region(
     (:func:`~pymc_minibatch_mh.bounds.excluded_mass.grow_until_negligible`). Sets
     ``step.excluded_mass``, counts the full-data passes on ``step`` and queues the
     warning (with ``advice`` appended) when the mass stays above ``NEGLIGIBLE_MASS``.
-    ``shape`` shapes the importance sampler's proposal (default: the tuning draws'
-    spread; the steps pass :func:`posterior_shape`).
+    ``shape`` shapes the importance sampler's proposal (the steps pass
+    :func:`posterior_shape`; None: the region's own Laplace factor).
 
     Returns
     -------
@@ -99,7 +99,7 @@ def check_region(
     log_posterior = full_log_posterior(step.tall_data)
     options = {
         "n_draws": draws_for(step.tall_data.n_data),
-        "shape": spread_shape(step.tuning_spread) if shape is None else shape,
+        "shape": shape,
     }
     factor = 1.0
     with passes_counted_on(step):
