@@ -220,6 +220,25 @@ class OrdinalQuadraticBound(OverDesignRows):
         scale = np.abs(self.h_aa) + 2.0 * np.abs(self.h_ab) + np.abs(self.h_bb)
         return (scale * self._channel_norms_sq(region) + np.abs(self.cubic)) * reach**2
 
+    def bright_gaps(self, laplace) -> np.ndarray:
+        """Each row's expected gap ``log L_n - log B_n`` under the Laplace fit ``laplace``
+        (its ``chol``), bounded: the bound keeps the row's own Hessian at the MAP, so its
+        slack is the cubic term ``cubic_n ||L^{-1} d||^2 / 2`` plus a third-order remainder
+        of at most as much inside the region, and ``cubic_n E ||L^{-1} d||^2`` bounds it;
+        ``E ||L^{-1} d||^2`` is ``||L^{-1} C||_F^2`` (``C`` the fit's Cholesky factor), or
+        the same in the row's cell. FlyMC's rule for rows that would be bright most of the
+        time reads this instead of :meth:`row_spreads`, which measures the size of a row's
+        term, not its slack."""
+        chol = np.asarray(laplace.chol, dtype=np.float64)
+        if self.cells is None:
+            spread = np.full(self.n_data, float(np.sum((self.inverse_chol @ chol) ** 2)))
+        else:
+            cells = self.cells
+            padded = np.vstack([chol, np.zeros((1, chol.shape[1]))])[cells.columns]
+            per_cell = np.einsum("kij,kjl->kil", cells.inverse, padded)
+            spread = np.einsum("kil,kil->k", per_cell, per_cell)[cells.cell_of_row]
+        return np.abs(self.cubic) * spread
+
     def _channel_norms_sq(self, region) -> np.ndarray:
         """An upper bound on each row's channels' squared whitened norms."""
         chol = region.chol

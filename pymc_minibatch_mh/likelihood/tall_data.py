@@ -29,6 +29,7 @@ from pymc_minibatch_mh.likelihood.inspection import (
     datum_count,
     likelihood_value_vars,
 )
+from pymc_minibatch_mh.likelihood.row_checks import checks_per_row
 from pymc_minibatch_mh.passes import record_rows
 
 #: Rows per block of :meth:`TallData.loglik_full`: all N rows are evaluated as a loop over
@@ -218,6 +219,9 @@ def build_tall_data(
     compile_kwargs = dict(compile_kwargs or {})
 
     per_datum = per_datum_sum(loglik_terms)
+    # One row's failed parameter check must not reach the others.
+    data_vars = [var for var, _ in datum_data_inputs([per_datum], n_data)]
+    (per_datum,) = checks_per_row([per_datum], data_vars, check_bounds=model.check_bounds)
     other_lengths = {
         var.name or f"a numpy array of shape {value.shape}": value.shape[0]
         for var, value in other_length_data_inputs([per_datum], n_data)

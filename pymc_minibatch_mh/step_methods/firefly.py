@@ -58,6 +58,7 @@ from pymc_minibatch_mh.step_methods.base import (
 from pymc_minibatch_mh.step_methods.reference import block_position, find_map
 from pymc_minibatch_mh.step_methods.region_check import (
     check_region,
+    cover_flat_directions,
     posterior_shape,
     tuning_spread,
 )
@@ -647,7 +648,9 @@ initial_point, compile_kwargs, blocked
             "sqrt(D) + 8 and grown after tuning), or use TunaMH() or MinibatchBarker()."
         )
 
-        spread = posterior_shape(self, self.bound.region)
+        spread, widened = posterior_shape(self, self.bound.region)
+        if widened:
+            cover_flat_directions(self, spread)
 
         def rebuild(factor):
             # The first growth reshapes the region alone (by the tuning draws' spread).
@@ -859,14 +862,21 @@ def _without_bounds_on_bright_rows(bound, laplace: TrustRegion):
     chain traps (measured, Binomial-logit, N = 2,000, prior sd 100: the coefficient 0.8
     posterior sd off after 2 x 4,000 draws, ESS 6). ``|a_n| x_n' Sigma x_n`` (``a_n`` the
     bound's curvature, ``Sigma`` the Laplace covariance) bounds the row's expected gap
-    ``log L_n - log B_n`` over the Laplace fit; rows where it exceeds
+    ``log L_n - log B_n`` over the Laplace fit (an ordinal row's bound keeps its own
+    Hessian, so its gap is set by the cubic term instead:
+    :meth:`~pymc_minibatch_mh.bounds.ordinal_taylor.OrdinalQuadraticBound.bright_gaps`;
+    on the ordinal quasi-separation case the middle level's rows, about 3 nats each);
+    rows where it exceeds
     :data:`_BRIGHT_GAP` nats are bright more than half the time anyway, and are read at every
     iteration (exactly, so the chain moves on their likelihood itself), at most
     :data:`_MAX_UNBOUNDED_FRACTION` of the rows, the loosest first.
     """
     if not hasattr(bound, "without_bounds_on"):
         return bound
-    gaps = _spreads_on(bound, laplace)
+    if hasattr(bound, "bright_gaps"):  # slack not set by the curvature (ordinal)
+        gaps = bound.bright_gaps(laplace)
+    else:
+        gaps = _spreads_on(bound, laplace)
     gaps[_unbounded_rows(bound)] = 0.0
     rows = np.flatnonzero(gaps > _BRIGHT_GAP)
     room = int(_MAX_UNBOUNDED_FRACTION * bound.n_data) - np.size(_unbounded_rows(bound))

@@ -149,6 +149,23 @@ def mixing_problem(
     )
 
 
+def _full_data_cause(step_name: str) -> str:
+    """Why a step read nearly all rows per step, and what to try, for the warning."""
+    if step_name == "FlyMC":  # no control variates: its bounds play their role
+        return (
+            "most rows were bright or had no bound (stat n_bright, attribute n_unbounded), "
+            "so FlyMC's bounds are loose where this posterior lies. The draws are still "
+            "exact; for speed, MinibatchBarker() or NUTS on the full data is the better "
+            "sampler for this model."
+        )
+    return (
+        "the log-likelihood ratio is too noisy to decide from a subsample. Control variates "
+        "(control_variates=True, every free variable of the likelihood in the step's block) "
+        "remove most of that noise on unimodal posteriors; otherwise NUTS on the full data "
+        "is the better sampler for this model."
+    )
+
+
 def chain_problems(
     tally: PostTuningTally,
     *,
@@ -196,11 +213,8 @@ def chain_problems(
         found["full_data"] = SamplerWarning(
             WarningType.BAD_PARAMS,
             f"{step_name}: after tuning each MH step read {fraction:.0%} of the N = "
-            f"{n_data:,} rows on average, so minibatches saved almost nothing: the "
-            "log-likelihood ratio is too noisy to decide from a subsample. Control variates "
-            "(control_variates=True, every free variable of the likelihood in the step's "
-            "block) remove most of that noise on unimodal posteriors; otherwise NUTS on the "
-            "full data is the better sampler for this model.",
+            f"{n_data:,} rows on average, so minibatches saved almost nothing: "
+            + _full_data_cause(step_name),
             "warn",
         )
     if noise is not None:

@@ -56,6 +56,7 @@ from pymc_minibatch_mh.step_methods.base import (
 )
 from pymc_minibatch_mh.step_methods.region_check import (
     check_region,
+    cover_flat_directions,
     posterior_shape,
     tuning_spread,
 )
@@ -652,7 +653,9 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         if region is None or not self.control_variates or self._user_bound:
             return
 
-        spread = posterior_shape(self, self.bound.region)
+        spread, widened = posterior_shape(self, self.bound.region)
+        if widened:
+            cover_flat_directions(self, spread)
 
         def rebuild(factor):
             # The first growth reshapes the region alone (by the tuning draws' spread).

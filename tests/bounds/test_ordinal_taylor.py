@@ -18,7 +18,7 @@ from region_points import points_in_region
 from pymc_minibatch_mh.bounds import ordinal_taylor
 from pymc_minibatch_mh.bounds.ordinal_taylor import map_tuned_ordinal
 from pymc_minibatch_mh.bounds.row_cells import CellRegion, likelihood_row_supports, row_cells_for
-from pymc_minibatch_mh.bounds.trust_region import default_radius
+from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
 
 
 @pytest.fixture(scope="module", params=["ordered_logistic", "ordered_probit"])
@@ -172,3 +172,44 @@ def test_negative_control_with_row_cells_the_bare_expansion_is_violated(
         for q in _points_in_cells(rng, region, (0.7, 1.0), 150)
     )
     assert violated
+
+
+def _mean_gaps(bound, lp, laplace, rng, n_draws: int = 200) -> np.ndarray:
+    """Each row's ``log L_n - log B_n`` averaged over draws of the Laplace fit that fall in
+    the bound's region (where the bound holds)."""
+    total, kept = np.zeros(lp.n_data), 0
+    for _ in range(n_draws):
+        q = laplace.centre + laplace.chol @ rng.standard_normal(laplace.centre.size)
+        if bound.region.contains(q):
+            total += lp.loglik(q) - bound.log_bound(q)
+            kept += 1
+    assert kept > n_draws // 2
+    return total / kept
+
+
+def test_bright_gaps_bound_the_expected_gap_over_the_laplace_fit(case, rng):
+    _assert_bright_gaps_bound_the_mean_gap(*case, rng)
+
+
+def test_bright_gaps_in_row_cells_bound_the_expected_gap(cell_case, rng):
+    _assert_bright_gaps_bound_the_mean_gap(*cell_case, rng)
+
+
+def _assert_bright_gaps_bound_the_mean_gap(lp, q_map, region, rng) -> None:
+    """FlyMC drops the bounds of rows whose ``bright_gaps`` exceed 2 nats (bright more than
+    half the time): the estimate must bound each row's mean gap over the Laplace fit (up
+    to Monte Carlo error) and not exceed it by more than the remainder's factor of 2 plus
+    that error. Control: ``row_spreads``, the size of a row's term that the rule read
+    before, is below the mean gap of the rows with the largest gaps (measured on the
+    all-zero ordinal category of the quasi-separation tests: 1.0 against 2.9 nats for
+    the middle level's rows), so it could not have told them apart."""
+    laplace = TrustRegion(q_map, region.chol, 1.0)
+    bound = map_tuned_ordinal(lp, q_map, region)
+    estimate = bound.bright_gaps(laplace)
+    mean_gap = _mean_gaps(bound, lp, laplace, rng)
+    assert np.all(mean_gap >= -1e-9)
+    assert np.all(estimate >= 0.8 * mean_gap - 1e-3)
+    loose = mean_gap > np.quantile(mean_gap, 0.9)
+    assert np.all(estimate[loose] <= 4.0 * mean_gap[loose] + 1e-3)
+    spreads = bound.row_spreads(laplace)
+    assert np.any(spreads[loose] < 0.8 * mean_gap[loose])

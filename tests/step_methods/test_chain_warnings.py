@@ -61,6 +61,21 @@ def test_batches_near_n_are_reported(logged):
     _sample(model, step)
     messages = _ours(logged, Austere)
     assert any("minibatches saved almost nothing" in m for m in messages)
+    assert any("control_variates=True" in m for m in messages)
+
+
+def test_flymc_reading_nearly_all_rows_is_not_told_to_use_control_variates():
+    """FlyMC refuses control_variates=True, so its warning names its bounds instead;
+    control: another step's names control variates."""
+    from pymc_minibatch_mh.step_methods.monitor import PostTuningTally, chain_problems
+
+    tally = PostTuningTally()
+    for _ in range(50):
+        tally = tally.add(steps=1, accepted=1.0, rows=90.0)
+    fly = chain_problems(tally, step_name="FlyMC", n_data=100, noise=None)["full_data"]
+    assert "n_bright" in fly.message and "control_variates" not in fly.message
+    tuna = chain_problems(tally, step_name="TunaMH", n_data=100, noise=None)["full_data"]
+    assert "control_variates=True" in tuna.message
 
 
 def test_a_proxy_far_from_the_chain_is_reported(logged):
