@@ -59,7 +59,12 @@ from pymc_minibatch_mh.likelihood.taylor import (
 )
 from pymc_minibatch_mh.passes import data_passes, passes_counted_on
 from pymc_minibatch_mh.progress import progress_status
-from pymc_minibatch_mh.step_methods.monitor import NOISE_ROWS, PostTuningTally, chain_problems
+from pymc_minibatch_mh.step_methods.monitor import (
+    NOISE_ROWS,
+    NOISY_RATIO_CAUSE,
+    PostTuningTally,
+    chain_problems,
+)
 from pymc_minibatch_mh.step_methods.reference import (
     MODE_NEWTON_TOLERANCE,
     SUBSAMPLE_NEWTON_TOLERANCE,
@@ -455,6 +460,9 @@ class MinibatchStep(ArrayStepShared):
     # ---------------------------------------------------------------- construction hooks
     #: Whether the method can use Taylor control variates (FlyMC's bounds play that role).
     supports_control_variates = True
+    #: The end of the warning when nearly all rows are read per step (see
+    #: :func:`~pymc_minibatch_mh.step_methods.monitor.chain_problems`).
+    full_data_cause = NOISY_RATIO_CAUSE
     #: Inner MH iterations per PyMC draw when ``steps_per_draw`` is not given.
     default_steps_per_draw = 1
 
@@ -1019,6 +1027,7 @@ class MinibatchStep(ArrayStepShared):
                 noise=noise,
                 names=self._block_names,
                 sizes=self._block_sizes,
+                full_data_cause=self.full_data_cause,
             )
             tally = tally.checked(set(problems))
             self._pending_warnings.extend(problems.values())

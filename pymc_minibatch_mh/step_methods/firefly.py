@@ -310,6 +310,12 @@ initial_point, compile_kwargs, blocked
 
     name = "flymc"
     supports_control_variates = False
+    full_data_cause = (
+        "most rows were bright or had no bound (stat n_bright, attribute n_unbounded), so "
+        "FlyMC's bounds are loose where this posterior lies. The draws are still exact; for "
+        "speed, MinibatchBarker() or NUTS on the full data is the better sampler for this "
+        "model."
+    )
     # theta and z are coupled through the bright points, so one theta move mixes little
     # (logistic regression, N = 10^6, 2 x 1000 draws: ESS 257 with 3 steps per draw,
     # 866 with 10, which still cost under 2 ms per draw).

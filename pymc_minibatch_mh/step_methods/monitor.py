@@ -149,21 +149,15 @@ def mixing_problem(
     )
 
 
-def _full_data_cause(step_name: str) -> str:
-    """Why a step read nearly all rows per step, and what to try, for the warning."""
-    if step_name == "FlyMC":  # no control variates: its bounds play their role
-        return (
-            "most rows were bright or had no bound (stat n_bright, attribute n_unbounded), "
-            "so FlyMC's bounds are loose where this posterior lies. The draws are still "
-            "exact; for speed, MinibatchBarker() or NUTS on the full data is the better "
-            "sampler for this model."
-        )
-    return (
-        "the log-likelihood ratio is too noisy to decide from a subsample. Control variates "
-        "(control_variates=True, every free variable of the likelihood in the step's block) "
-        "remove most of that noise on unimodal posteriors; otherwise NUTS on the full data "
-        "is the better sampler for this model."
-    )
+#: Why a step read nearly all rows per step, and what to try (the full-data warning's end):
+#: the minibatch test's default; a step whose batches grow for another reason says its own
+#: (``full_data_cause`` of the step class).
+NOISY_RATIO_CAUSE = (
+    "the log-likelihood ratio is too noisy to decide from a subsample. Control variates "
+    "(control_variates=True, every free variable of the likelihood in the step's block) "
+    "remove most of that noise on unimodal posteriors; otherwise NUTS on the full data "
+    "is the better sampler for this model."
+)
 
 
 def chain_problems(
@@ -174,6 +168,7 @@ def chain_problems(
     noise: tuple[float, float] | None,
     names: tuple[str, ...] = (),
     sizes: tuple[int, ...] = (),
+    full_data_cause: str = NOISY_RATIO_CAUSE,
 ) -> dict[str, SamplerWarning]:
     """The problems visible in ``tally`` that were not reported yet, as sampler warnings.
 
@@ -191,6 +186,8 @@ def chain_problems(
         reference point; None without control variates.
     names, sizes : tuple
         The block's variables and their sizes, for the mixing check (skipped if empty).
+    full_data_cause : str
+        The end of the warning when nearly all rows are read per step.
     """
     found: dict[str, SamplerWarning] = {}
     if names and "mixing" not in tally.reported:
@@ -213,8 +210,7 @@ def chain_problems(
         found["full_data"] = SamplerWarning(
             WarningType.BAD_PARAMS,
             f"{step_name}: after tuning each MH step read {fraction:.0%} of the N = "
-            f"{n_data:,} rows on average, so minibatches saved almost nothing: "
-            + _full_data_cause(step_name),
+            f"{n_data:,} rows on average, so minibatches saved almost nothing: " + full_data_cause,
             "warn",
         )
     if noise is not None:

@@ -8,7 +8,7 @@ import pymc as pm
 import pytest
 from step_sampling import QUIET, gaussian_mean_model, logistic_design, logistic_regression_model
 
-from pymc_minibatch_mh import Austere, MinibatchBarker, TunaMH
+from pymc_minibatch_mh import Austere, FlyMC, MinibatchBarker, TunaMH
 from pymc_minibatch_mh.diagnostics.groups import group
 
 
@@ -72,9 +72,13 @@ def test_flymc_reading_nearly_all_rows_is_not_told_to_use_control_variates():
     tally = PostTuningTally()
     for _ in range(50):
         tally = tally.add(steps=1, accepted=1.0, rows=90.0)
-    fly = chain_problems(tally, step_name="FlyMC", n_data=100, noise=None)["full_data"]
+    fly = chain_problems(
+        tally, step_name="FlyMC", n_data=100, noise=None, full_data_cause=FlyMC.full_data_cause
+    )["full_data"]
     assert "n_bright" in fly.message and "control_variates" not in fly.message
-    tuna = chain_problems(tally, step_name="TunaMH", n_data=100, noise=None)["full_data"]
+    tuna = chain_problems(
+        tally, step_name="TunaMH", n_data=100, noise=None, full_data_cause=TunaMH.full_data_cause
+    )["full_data"]
     assert "control_variates=True" in tuna.message
 
 
