@@ -142,11 +142,13 @@ def _numpyro(method: str, data: dict, draws: int, tune: int, chains: int, seed: 
     mcmc.run(key, *args)
     samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
     sampling_s = time.perf_counter() - t
+    in_process_s = time.perf_counter() - imported
     return {
         "draws": stack_draws(samples, kind, chains, draws),
         "import_s": imported - START,
         "setup_s": map_s,
         "sampling_s": sampling_s,
+        "in_process_s": in_process_s,
         "rows_per_draw": float(HMCECS_SUBSAMPLE if method == "numpyro-hmcecs" else n),
     }
 
@@ -221,16 +223,19 @@ def _pymc(method: str, data: dict, draws: int, tune: int, chains: int, seed: int
             compute_convergence_checks=False,
         )
         sampling_s = time.perf_counter() - t
+    in_process_s = time.perf_counter() - imported
     values = stack_draws(idata.posterior, kind, chains, draws)
     rows = float(n)
     if step is not None:
         rows = float(np.mean(np.asarray(idata.sample_stats["batch_size"])))
         extra["n_data_passes"] = float(getattr(step, "n_data_passes", -1))
+        extra["setup_cache"] = str(getattr(step, "setup_cache", ""))
     return {
         "draws": values,
         "import_s": imported - START,
         "setup_s": setup_s,
         "sampling_s": sampling_s,
+        "in_process_s": in_process_s,
         "rows_per_draw": rows,
         **extra,
     }

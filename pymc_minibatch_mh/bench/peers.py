@@ -11,9 +11,11 @@ D = 50 (``--quick``: N = 20,000, D = 5, fewer draws). PyMC's NUTS is a secondary
 where it finishes in reasonable time (it is not run at N = 10^6 unless asked: about an
 hour there).
 
-Cache state: ``warm`` (default) first runs every PyMC method once on a small data set of
-the same width, so PyTensor's (and numba's) on-disk caches hold the compiled functions;
-``cold`` gives every process an empty compilation directory.
+Cache state: ``warm`` (default) gives the run a compilation directory of its own and
+first runs every PyMC method (PyMC's NUTS included) once on a small data set of the same
+width, so the package's, PyTensor's and numba's on-disk caches there hold the compiled
+functions; ``cold`` gives every process an empty compilation directory. Each of our steps
+reports which it found (``setup_cache``: ``cold``, ``warm`` or ``partly warm``).
 
 ``bench many`` (:mod:`pymc_minibatch_mh.bench.many`) runs its own cases through
 :func:`run_peers` and writes its report with :func:`write_reports`.
@@ -171,7 +173,8 @@ def run_peers(
             data_path = tmp / "data.npz"
             np.savez(data_path, **case_data(case, seed))
             if cache == "warm":
-                _warm_up(case, [m for m in wanted if m in OUR_STEPS], tmp, seed, progress)
+                pymc_methods = [m for m in wanted if m in OUR_STEPS or m == "pymc-nuts"]
+                _warm_up(case, pymc_methods, tmp, seed, progress)
             runs = {}
             for method in wanted:
                 progress(f"[{case.name}] {method} ...")
@@ -195,13 +198,22 @@ def _warm_up(case: PeerCase, methods: list[str], tmp: Path, seed: int, progress)
 
 
 def _run_one(method: str, case: PeerCase, data: Path, tmp: Path, seed: int, cache: str) -> dict:
+    """One method in a fresh process. Its compile caches: ``"cold"``, a new empty
+    directory; ``"warm"``, the run's own directory under ``tmp``, filled by the warm-up
+    runs (not the user's compile directory, whose size is the machine's history: one that
+    had collected 2,836 entries from test runs added about 8 s to every PyMC process,
+    NUTS's included)."""
     out = tmp / f"{method}.npz"
     out.unlink(missing_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
     if cache == "cold":
         compiledir = tempfile.mkdtemp(prefix="cold-", dir=tmp)
-        env["PYTENSOR_FLAGS"] = f"compiledir={compiledir}"
-        env["NUMBA_CACHE_DIR"] = compiledir
+    else:
+        compiledir = tmp / "compile-warm"
+        compiledir.mkdir(exist_ok=True)
+    flags = [env.get("PYTENSOR_FLAGS", ""), f"compiledir={compiledir}"]
+    env["PYTENSOR_FLAGS"] = ",".join(flag for flag in flags if flag)
+    env["NUMBA_CACHE_DIR"] = str(compiledir)
     command = [
         sys.executable,
         "-m",
@@ -283,7 +295,11 @@ def _rows(runs: dict, reference_method: str = REFERENCE, n: int | None = None) -
             ess_per_s=ess / run["wall_s"],
             rows_per_draw=float(run["rows_per_draw"]),
             n_data_passes=round(float(run["n_data_passes"]), 2) if "n_data_passes" in run else None,
+            setup_cache=str(run["setup_cache"]) if "setup_cache" in run else None,
         )
+        if "in_process_s" in run:  # model creation to returned draws, in the process
+            row["in_process_s"] = float(run["in_process_s"])
+            row["ess_per_in_process_s"] = ess / row["in_process_s"]
         if n:
             row["rows_share"] = row["rows_per_draw"] / n
         if ref_draws is not None and method != reference_method:
@@ -291,12 +307,17 @@ def _rows(runs: dict, reference_method: str = REFERENCE, n: int | None = None) -
             row["max_mean_err_sd"] = float(np.max(np.abs(flat.mean(axis=0) - ref_mean) / ref_sd))
             row["max_sd_rel_err"] = float(np.max(np.abs(flat.std(axis=0) / ref_sd - 1.0)))
         rows.append(row)
-    bases = ((PEER, "x_hmcecs"), ("pymc-nuts", "x_pymc_nuts"), (REFERENCE, "x_numpyro_nuts"))
-    for base, column in bases:
-        rate = next((r.get("ess_per_s") for r in rows if r["method"] == base), None)
+    bases = (
+        (PEER, "x_hmcecs", "ess_per_s"),
+        ("pymc-nuts", "x_pymc_nuts", "ess_per_s"),
+        (REFERENCE, "x_numpyro_nuts", "ess_per_s"),
+        (PEER, "x_hmcecs_in_process", "ess_per_in_process_s"),
+    )
+    for base, column, rate_column in bases:
+        rate = next((r.get(rate_column) for r in rows if r["method"] == base), None)
         for row in rows:
-            if rate and "ess_per_s" in row:
-                row[column] = row["ess_per_s"] / rate
+            if rate and rate_column in row:
+                row[column] = row[rate_column] / rate
     return rows
 
 
@@ -323,11 +344,14 @@ COLUMNS = [
     "method",
     "wall_s",
     "setup_s",
+    "setup_cache",
     "sampling_s",
     "ess_bulk_min",
     "ess_per_s",
     "x_hmcecs",
     "x_pymc_nuts",
+    "in_process_s",
+    "x_hmcecs_in_process",
     "rows_per_draw",
     "n_data_passes",
     "max_mean_err_sd",
@@ -339,8 +363,10 @@ TITLE = "Minibatch MH steps (defaults) against numpyro HMCECS"
 INTRO = (
     "Each method in a fresh process on identical data; wall time from process start to "
     "exit (imports, model, MAP, passes, compilation, sampling). ESS: smallest bulk "
-    "ESS over the coefficients. Errors against the case's reference on the full data, in "
-    "its posterior sds."
+    "ESS over the coefficients. `in_process_s`: from the model's creation to the returned "
+    "draws, inside the process (without the imports and the interpreter's start and exit), "
+    "and `x_hmcecs_in_process` the ESS per second of it against HMCECS's. Errors against "
+    "the case's reference on the full data, in its posterior sds."
 )
 
 

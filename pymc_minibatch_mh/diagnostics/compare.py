@@ -128,6 +128,9 @@ def compare(
         One row per method with ``setup_s`` (building the step: MAP, full-data sums),
         ``compile_s`` (the part of it spent compiling PyTensor functions, see
         :class:`~pymc_minibatch_mh.step_methods.base.MinibatchStep`; NaN for PyMC's
+        samplers), ``setup_cache`` (``"cold"``, ``"warm"`` or ``"partly warm"``: whether the
+        step's compiled functions came from the on-disk cache, see
+        :func:`~pymc_minibatch_mh.step_methods.base.setup_cache`; empty for PyMC's
         samplers), ``n_data_passes`` (full-data passes of the step, mode search included;
         NaN for PyMC's samplers), ``wall_time_s`` (setup and sampling, compilation
         included), ``ess_bulk_min``, ``ess_per_s``,
@@ -202,6 +205,7 @@ def compare(
                 "method": label,
                 "setup_s": setup,
                 "compile_s": float(getattr(step, "compile_s", math.nan)),
+                "setup_cache": str(getattr(step, "setup_cache", "")),
                 "n_data_passes": float(getattr(step, "n_data_passes", math.nan)),
                 "wall_time_s": wall,
                 "ess_bulk_min": ess,

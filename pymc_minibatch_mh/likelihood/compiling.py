@@ -30,6 +30,8 @@ from pymc_minibatch_mh.row_source import RowSource
 _DATA_TAG = "minibatch_mh_data"
 _seconds = 0.0
 _loaded = 0
+_compiled = 0
+_uncacheable = 0
 
 
 def data_placeholder(var: Variable, value: np.ndarray) -> Variable:
@@ -183,7 +185,7 @@ def _chunked_rows_as_inputs(inputs, outputs):
 def _cached_compile(inputs: list, outputs, kwargs: dict):
     """Load the compiled function from :mod:`~pymc_minibatch_mh.likelihood.function_cache`
     or compile it (and store it there)."""
-    global _loaded
+    global _loaded, _compiled, _uncacheable
     key = function_cache.graph_key(inputs, outputs, kwargs)
     function = None if key is None else function_cache.load(key)
     if function is not None:
@@ -196,6 +198,10 @@ def _cached_compile(inputs: list, outputs, kwargs: dict):
             "ignore", message="Numba will use object mode to run ChunkedRows", category=UserWarning
         )
         function = _compile_pymc(inputs, outputs, **kwargs)
+    if key is None and function_cache.function_cache_enabled():
+        _uncacheable += 1
+    else:  # a miss (or the cache is off: every function is compiled)
+        _compiled += 1
     if key is not None:
         function_cache.store(key, function)
     return function
@@ -204,6 +210,22 @@ def _cached_compile(inputs: list, outputs, kwargs: dict):
 def functions_loaded() -> int:
     """How many functions this process took from the on-disk cache instead of compiling."""
     return _loaded
+
+
+def functions_compiled() -> int:
+    """How many functions this process compiled (graph rewriting and, on the C backend,
+    C compilation or loading C modules from PyTensor's cache) because the package's
+    on-disk cache did not hold them (graphs it cannot key are counted by
+    :func:`functions_uncacheable` instead)."""
+    return _compiled
+
+
+def functions_uncacheable() -> int:
+    """How many functions this process compiled whose graphs the on-disk cache cannot key
+    (see :mod:`~pymc_minibatch_mh.likelihood.function_cache`): compiled in every process,
+    warm or cold (e.g. the recogniser's small probe functions, or every function of a
+    step whose block leaves some free variables outside)."""
+    return _uncacheable
 
 
 def compile_seconds() -> float:

@@ -87,6 +87,11 @@ def use_function_cache(enabled: bool) -> None:
     _enabled = bool(enabled)
 
 
+def function_cache_enabled() -> bool:
+    """Whether the on-disk cache of compiled functions is on in this process."""
+    return _enabled
+
+
 def cache_directory() -> Path:
     """Where compiled functions are stored."""
     configured = _environment_setting()

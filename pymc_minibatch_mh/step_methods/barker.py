@@ -139,7 +139,9 @@ class MinibatchBarker(MinibatchStep):
     when the control-variate proxy no longer fits where the chain is (the log-ratio
     noise is more than 10 times its value at the reference point). ``n_data_passes``
     counts the full passes over the data made so far (the Newton search for the mode
-    included), ``setup_s`` and ``compile_s`` the construction and compilation time.
+    included), ``setup_s`` and ``compile_s`` the construction and compilation time, and
+    ``setup_cache`` whether the construction found its compiled functions in the on-disk
+    cache (``"warm"``) or compiled them (``"cold"``).
 
     References
     ----------

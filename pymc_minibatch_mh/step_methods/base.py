@@ -40,7 +40,12 @@ from pymc_minibatch_mh.kernels.surrogate_hmc import SurrogateHMC
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.likelihood import build_tall_data, recognise_linear_predictor
 from pymc_minibatch_mh.likelihood.batching import probe_indices
-from pymc_minibatch_mh.likelihood.compiling import compile_seconds
+from pymc_minibatch_mh.likelihood.compiling import (
+    compile_seconds,
+    functions_compiled,
+    functions_loaded,
+    functions_uncacheable,
+)
 from pymc_minibatch_mh.likelihood.data_support import explain_non_finite_rows
 from pymc_minibatch_mh.likelihood.glm_likelihoods import UnsupportedLikelihood
 from pymc_minibatch_mh.likelihood.image import LikelihoodImage, find_likelihood_image
@@ -145,11 +150,33 @@ class MinibatchStepState(StepMethodState):
     n_data_passes: float
 
 
+def setup_cache(compiled: int, loaded: int) -> str:
+    """Whether a construction ran on warm or cold compile caches, from the number of
+    functions it compiled because the package's on-disk cache
+    (:mod:`~pymc_minibatch_mh.likelihood.function_cache`) did not hold them and the
+    number it loaded from there (functions whose graphs the cache cannot key are compiled
+    in every process and say nothing about the cache: they are not counted here).
+
+    Returns
+    -------
+    str
+        ``"warm"``: nothing was compiled (every function was loaded from the cache, or
+        reused from an earlier step on the same model in this process); ``"cold"``: every
+        function was compiled; ``"partly warm"``: some of each (e.g. a model that shares
+        some graphs with one built before).
+    """
+    if compiled == 0:
+        return "warm"
+    return "cold" if loaded == 0 else "partly warm"
+
+
 def _timed_construction(init):
     """Wrap a step's ``__init__`` so that the outermost call records ``setup_s`` (wall
     time of the whole construction), ``compile_s`` (compiling or loading PyTensor functions
-    within it) and
-    ``n_data_passes`` (rows read by full-data work within it, divided by N)."""
+    within it), ``functions_compiled`` / ``functions_loaded`` / ``functions_uncacheable``
+    and ``setup_cache`` (see
+    :func:`setup_cache`) and ``n_data_passes`` (rows read by full-data work within it,
+    divided by N)."""
 
     @functools.wraps(init)
     def wrapper(self, *args, **kwargs):
@@ -157,6 +184,7 @@ def _timed_construction(init):
         if outermost:
             self._constructing = True
             start, compiled, passes = time.perf_counter(), compile_seconds(), data_passes()
+            counts = (functions_compiled(), functions_loaded(), functions_uncacheable())
         try:
             init(self, *args, **kwargs)
         finally:
@@ -165,6 +193,10 @@ def _timed_construction(init):
         if outermost:
             self.setup_s = time.perf_counter() - start
             self.compile_s = compile_seconds() - compiled
+            self.functions_compiled = functions_compiled() - counts[0]
+            self.functions_loaded = functions_loaded() - counts[1]
+            self.functions_uncacheable = functions_uncacheable() - counts[2]
+            self.setup_cache = setup_cache(self.functions_compiled, self.functions_loaded)
             self.n_data_passes = round(data_passes() - passes, 3)
 
     return wrapper
@@ -181,7 +213,13 @@ class MinibatchStep(ArrayStepShared):
     functions or loading them from the on-disk cache of
     :mod:`~pymc_minibatch_mh.likelihood.function_cache` (graph rewriting, C compilation,
     linking; what numba compiles at a function's first call counts in ``setup_s`` only),
-    and ``n_data_passes`` the full-data
+    ``functions_compiled`` and ``functions_loaded`` how many of those functions were
+    compiled because that cache did not hold them and how many were loaded from it
+    (``functions_uncacheable``: compiled because the cache cannot key their graphs, in
+    every process), ``setup_cache`` ``"cold"``, ``"warm"`` or
+    ``"partly warm"`` accordingly (:func:`setup_cache`; PyTensor's own cache of C modules
+    and numba's cache are not seen: a function compiled anew can still find its C modules
+    or machine code there), and ``n_data_passes`` the full-data
     work done so far in passes over the data: rows read by validation, the Newton search
     for the mode, Taylor sums, bound constants and recentring, divided by N (a pass over
     a 5 % subsample counts 0.05; a fallback to ``pm.find_MAP`` is not counted).

@@ -32,6 +32,7 @@ def _fake_run(rng, mean, sd, wall, *, draws=500, ess_scale=1.0):
         "import_s": 1.0,
         "setup_s": 2.0,
         "sampling_s": wall - 3.0,
+        "in_process_s": wall - 2.0,
         "rows_per_draw": 100.0,
         "wall_s": wall,
     }
@@ -49,6 +50,13 @@ def test_rows_measure_rates_ratios_and_errors(rng):
     assert barker["ess_per_s"] == pytest.approx(barker["ess_bulk_min"] / 5.0)
     assert barker["x_hmcecs"] == pytest.approx(barker["ess_per_s"] / peer["ess_per_s"])
     assert peer["x_hmcecs"] == pytest.approx(1.0)
+    # The in-process rate: ESS over the time from the model's creation to the draws.
+    assert barker["ess_per_in_process_s"] == pytest.approx(barker["ess_bulk_min"] / 3.0)
+    assert barker["x_hmcecs_in_process"] == pytest.approx(
+        barker["ess_per_in_process_s"] / peer["ess_per_in_process_s"]
+    )
+    # Negative control: without the process's fixed costs the ratio differs.
+    assert barker["x_hmcecs_in_process"] != pytest.approx(barker["x_hmcecs"])
     # A shift of half a reference sd shows up as such; the reference has no error row.
     assert barker["max_mean_err_sd"] == pytest.approx(0.5, abs=0.15)
     assert "max_mean_err_sd" not in rows[REFERENCE]
@@ -71,16 +79,25 @@ def test_reports_are_written(tmp_path, rng):
     assert "## toy" in text and "x_hmcecs" in text and "cache warm" in text
 
 
+def _logistic_file(case: PeerCase, tmp_path, seed: int):
+    """The case's logistic-regression data written where a method's process reads it."""
+    x, y = logistic_data(case.n, case.d, seed=seed)
+    data = tmp_path / "data.npz"
+    np.savez(data, x=x, y=y)
+    return data
+
+
 def test_one_method_in_a_fresh_process(tmp_path):
     """A real run of a default step through the per-process runner (small data)."""
     case = PeerCase("tiny", 3000, 2, draws=100, tune=100)
-    x, y = logistic_data(case.n, case.d, seed=3)
-    data = tmp_path / "data.npz"
-    np.savez(data, x=x, y=y)
+    data = _logistic_file(case, tmp_path, seed=3)
     run = _run_one("MinibatchBarker", case, data, tmp_path, seed=3, cache="warm")
     assert "error" not in run, run.get("error")
     assert run["draws"].shape == (2, 100, 3)
     assert 0 < float(run["setup_s"]) < run["wall_s"]
+    # Setup and sampling happen inside the in-process time, which is inside the wall time.
+    assert float(run["setup_s"]) + float(run["sampling_s"]) <= float(run["in_process_s"])
+    assert float(run["in_process_s"]) < run["wall_s"]
     assert 0 < float(run["rows_per_draw"]) < case.n
     assert float(run["n_data_passes"]) >= 1
 
@@ -107,3 +124,21 @@ def test_a_refusal_is_reported_by_its_first_sentence():
         "UnsupportedLikelihood: TunaMH could not derive bounds: sigma is free."
     )
     assert short_error("", 3) == "exit code 3"
+
+
+def test_the_process_reports_cold_and_warm_compile_caches(tmp_path):
+    """``--cache cold`` gives each process an empty compile directory: the step compiles
+    its functions and says so; a second warm run loads them (the first warm run fills
+    the cache if it was empty)."""
+    case = PeerCase("tiny", 2000, 2, draws=30, tune=30)
+    data = _logistic_file(case, tmp_path, seed=5)
+    cold = _run_one("TunaMH", case, data, tmp_path, seed=5, cache="cold")
+    assert "error" not in cold, cold.get("error")
+    assert str(cold["setup_cache"]) == "cold"
+    for _ in range(2):
+        warm = _run_one("TunaMH", case, data, tmp_path, seed=5, cache="warm")
+        assert "error" not in warm, warm.get("error")
+    # Negative control of the label: the same step with its functions on disk is warm.
+    assert str(warm["setup_cache"]) == "warm"
+    rows = {row["method"]: row for row in _rows({"TunaMH": cold}, reference_method="none")}
+    assert rows["TunaMH"]["setup_cache"] == "cold"

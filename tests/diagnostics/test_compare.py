@@ -9,6 +9,7 @@ from pymc_minibatch_mh.diagnostics import posterior_errors
 COLUMNS = {
     "setup_s",
     "compile_s",
+    "setup_cache",
     "n_data_passes",
     "wall_time_s",
     "ess_bulk_min",
@@ -59,6 +60,9 @@ def test_compare_table_against_nuts(model):
     assert 0 < barker["compile_s"] <= barker["setup_s"] < barker["wall_time_s"]
     assert barker["n_data_passes"] >= 1
     assert np.isnan(table.loc["nuts", "compile_s"]) and np.isnan(table.loc["nuts", "n_data_passes"])
+    # Whether the step's functions were compiled or loaded; NUTS has no such report.
+    assert barker["setup_cache"] in ("cold", "warm", "partly warm")
+    assert table.loc["nuts", "setup_cache"] == ""
 
 
 def test_compare_with_given_reference_draws(model):

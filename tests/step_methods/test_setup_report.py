@@ -1,4 +1,5 @@
-"""Each step reports where its construction time went: setup_s, compile_s, n_data_passes."""
+"""Each step reports where its construction time went: setup_s, compile_s, n_data_passes,
+and whether its compile caches were cold or warm."""
 
 import time
 
@@ -7,6 +8,9 @@ import pymc as pm
 import pytest
 
 from pymc_minibatch_mh import Austere, FlyMC, MinibatchBarker, TunaMH
+from pymc_minibatch_mh.likelihood import function_cache
+from pymc_minibatch_mh.likelihood.shared_functions import share_between_steps
+from pymc_minibatch_mh.step_methods.base import setup_cache
 
 
 @pytest.fixture
@@ -33,3 +37,50 @@ def test_construction_reports_setup_compile_time_and_passes(logistic, step_class
     # Validation, self-check, recognition (value and two affinity checks), MAP and Taylor
     # sums, bound constants: about ten passes at most.
     assert isinstance(step.n_data_passes, float) and 1 <= step.n_data_passes <= 12
+
+
+def test_construction_says_whether_its_compile_caches_were_cold_or_warm(
+    logistic, tmp_path, monkeypatch
+):
+    """``setup_cache``: "cold" when the step compiled its functions, "warm" when it
+    loaded all of them from the on-disk cache (an empty cache directory stands for a
+    machine that never compiled this model)."""
+    monkeypatch.setenv(function_cache.ENVIRONMENT_VARIABLE, str(tmp_path))
+    share_between_steps(False)  # every step compiles or loads its own functions
+    try:
+        function_cache.use_function_cache(True)
+        with logistic:
+            first = TunaMH(progressbar=False)
+            second = TunaMH(progressbar=False)
+        function_cache.use_function_cache(False)
+        with logistic:
+            uncached = TunaMH(progressbar=False)
+    finally:
+        function_cache.use_function_cache(True)
+        share_between_steps(True)
+    assert first.setup_cache == "cold"
+    assert first.functions_compiled >= 5 and first.functions_loaded == 0
+    assert second.setup_cache == "warm"
+    assert second.functions_compiled == 0
+    assert second.functions_loaded == first.functions_compiled
+    # Negative control: with the cache off, the same construction compiles again.
+    assert uncached.setup_cache == "cold"
+    assert uncached.functions_compiled == first.functions_compiled + first.functions_uncacheable
+    # The recogniser's probe functions cannot be keyed: compiled every time, not counted.
+    assert second.functions_uncacheable == first.functions_uncacheable
+
+
+def test_a_step_reusing_another_steps_functions_is_warm(logistic):
+    share_between_steps(True)
+    with logistic:
+        MinibatchBarker(progressbar=False)
+        again = MinibatchBarker(progressbar=False)
+    assert again.functions_compiled == 0 and again.setup_cache == "warm"
+
+
+@pytest.mark.parametrize(
+    ("compiled", "loaded", "expected"),
+    [(0, 0, "warm"), (0, 7, "warm"), (7, 0, "cold"), (3, 4, "partly warm")],
+)
+def test_setup_cache_labels(compiled, loaded, expected):
+    assert setup_cache(compiled, loaded) == expected
