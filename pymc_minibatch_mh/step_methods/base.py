@@ -150,22 +150,31 @@ class MinibatchStepState(StepMethodState):
     n_data_passes: float
 
 
-def setup_cache(compiled: int, loaded: int) -> str:
-    """Whether a construction ran on warm or cold compile caches, from the number of
-    functions it compiled because the package's on-disk cache
-    (:mod:`~pymc_minibatch_mh.likelihood.function_cache`) did not hold them and the
-    number it loaded from there (functions whose graphs the cache cannot key are compiled
-    in every process and say nothing about the cache: they are not counted here).
+def setup_cache(compiled: int, loaded: int, uncacheable: int = 0) -> str:
+    """Whether a construction ran on warm or cold compile caches.
+
+    Parameters
+    ----------
+    compiled : int
+        Functions it compiled because the package's on-disk cache
+        (:mod:`~pymc_minibatch_mh.likelihood.function_cache`) did not hold them.
+    loaded : int
+        Functions it loaded from that cache.
+    uncacheable : int, default 0
+        Functions it compiled because the cache cannot key their graphs: compiled in every
+        process. Beside loaded functions they are the recogniser's small probes and do not
+        count; alone (e.g. every function of a step whose block leaves free variables
+        outside) they make the construction cold in every process.
 
     Returns
     -------
     str
-        ``"warm"``: nothing was compiled (every function was loaded from the cache, or
-        reused from an earlier step on the same model in this process); ``"cold"``: every
-        function was compiled; ``"partly warm"``: some of each (e.g. a model that shares
-        some graphs with one built before).
+        ``"warm"``: nothing was compiled but the probes (every function was loaded from
+        the cache, or reused from an earlier step on the same model in this process);
+        ``"cold"``: every function was compiled; ``"partly warm"``: some of each (e.g. a
+        model that shares some graphs with one built before).
     """
-    if compiled == 0:
+    if compiled == 0 and (loaded > 0 or uncacheable == 0):
         return "warm"
     return "cold" if loaded == 0 else "partly warm"
 
@@ -196,7 +205,9 @@ def _timed_construction(init):
             self.functions_compiled = functions_compiled() - counts[0]
             self.functions_loaded = functions_loaded() - counts[1]
             self.functions_uncacheable = functions_uncacheable() - counts[2]
-            self.setup_cache = setup_cache(self.functions_compiled, self.functions_loaded)
+            self.setup_cache = setup_cache(
+                self.functions_compiled, self.functions_loaded, self.functions_uncacheable
+            )
             self.n_data_passes = round(data_passes() - passes, 3)
 
     return wrapper

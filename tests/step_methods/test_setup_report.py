@@ -78,9 +78,34 @@ def test_a_step_reusing_another_steps_functions_is_warm(logistic):
     assert again.functions_compiled == 0 and again.setup_cache == "warm"
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_step_whose_functions_cannot_be_cached_is_cold():
+    """A block that leaves a free variable of the likelihood outside reads it through a
+    shared variable: the cache cannot key such graphs, so every process compiles them."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(2000, 2))
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 5, shape=2)
+        sigma = pm.HalfNormal("sigma", 2)
+        pm.Normal("y", x @ beta, sigma, observed=x @ [1.0, -0.5] + rng.normal(size=2000))
+    with model:
+        steps = [MinibatchBarker(vars=[beta], progressbar=False) for _ in range(2)]
+    for step in steps:
+        assert step.functions_uncacheable >= 3
+        assert step.functions_compiled == step.functions_loaded == 0
+        assert step.setup_cache == "cold"
+
+
 @pytest.mark.parametrize(
-    ("compiled", "loaded", "expected"),
-    [(0, 0, "warm"), (0, 7, "warm"), (7, 0, "cold"), (3, 4, "partly warm")],
+    ("compiled", "loaded", "uncacheable", "expected"),
+    [
+        (0, 0, 0, "warm"),
+        (0, 7, 0, "warm"),
+        (0, 7, 3, "warm"),
+        (0, 0, 6, "cold"),
+        (7, 0, 0, "cold"),
+        (3, 4, 0, "partly warm"),
+    ],
 )
-def test_setup_cache_labels(compiled, loaded, expected):
-    assert setup_cache(compiled, loaded) == expected
+def test_setup_cache_labels(compiled, loaded, uncacheable, expected):
+    assert setup_cache(compiled, loaded, uncacheable) == expected
