@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from pymc_minibatch_mh.bench.peers import compile_cache_env
 
 FAMILIES = ("logistic", "poisson", "linear")
 N_ROWS, N_COVARIATES = 20_000, 10
@@ -67,10 +68,7 @@ print(json.dumps({
 
 def construct(family: str, step: str, compiledir: Path) -> dict:
     """Build ``step`` on ``family`` in a fresh process whose caches are in ``compiledir``."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    flags = [env.get("PYTENSOR_FLAGS", ""), f"compiledir={compiledir}"]
-    env["PYTENSOR_FLAGS"] = ",".join(flag for flag in flags if flag)
-    env["NUMBA_CACHE_DIR"] = str(compiledir / "numba")
+    env = compile_cache_env(compiledir)
     command = [sys.executable, "-c", _CHILD, family, step, str(N_ROWS), str(N_COVARIATES)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:

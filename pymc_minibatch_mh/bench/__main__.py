@@ -4,7 +4,9 @@ EXPERIMENT is one of gmm, logistic, robust, tall-logistic, all, peers (our defau
 steps against numpyro's HMCECS, each method in a fresh process; needs the ``[peers]``
 extra: numpyro and jax), many (many parameters: 500 unbalanced group intercepts and a
 100-covariate logistic regression, our default steps against PyMC's NUTS, numpyro's NUTS
-and HMCECS through the peers machinery; needs ``[peers]`` too), or tall-disk (default
+and HMCECS through the peers machinery; needs ``[peers]`` too), crossover (the N from
+which each step beats PyMC's NUTS on a linear, a hierarchical and a logistic model; needs
+``[peers]``), or tall-disk (default
 steps on float32 data in ``.npy`` files opened as memory maps: peak memory, setup against
 one raw read, cost per draw).
 """
@@ -26,11 +28,14 @@ def main(argv: list[str] | None = None) -> list[Path]:
         prog="python -m pymc_minibatch_mh.bench",
         description="Run minibatch-MH benchmarks against NUTS on synthetic tall data.",
     )
-    parser.add_argument("experiment", choices=[*EXPERIMENTS, "all", "peers", "many", "tall-disk"])
+    parser.add_argument(
+        "experiment", choices=[*EXPERIMENTS, "all", "peers", "many", "crossover", "tall-disk"]
+    )
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="small N and few draws (a smoke test: about a minute; peers and many: minutes)",
+        help="small N and few draws (a smoke test: about a minute; peers, many and crossover: "
+        "minutes)",
     )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--seed", type=int, default=1)
@@ -40,12 +45,19 @@ def main(argv: list[str] | None = None) -> list[Path]:
         "--cache",
         choices=["warm", "cold"],
         default="warm",
-        help="peers, many: warm the compilation caches first (default) or start every process cold",
+        help="peers, many, crossover: warm the compilation caches first (default) or start "
+        "every process cold",
     )
     parser.add_argument(
         "--pymc-nuts-everywhere",
         action="store_true",
         help="peers: also run PyMC's NUTS at N = 10^6 (about an hour)",
+    )
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        help="crossover: numbers of rows to run (default 10^4, 3*10^4, ..., 10^6)",
     )
     parser.add_argument(
         "--full",
@@ -77,6 +89,8 @@ def main(argv: list[str] | None = None) -> list[Path]:
         return _peers(args)
     if args.experiment == "many":
         return _many(args)
+    if args.experiment == "crossover":
+        return _crossover(args)
     if args.experiment == "tall-disk":
         return _tall_disk(args)
 
@@ -149,6 +163,19 @@ def _many(args) -> list[Path]:
     result = run_many(quick=args.quick, cache=args.cache, seed=args.seed)
     paths = write_many_reports(result, args.out, suffix=_peers_suffix(args))
     print(many_report(result))
+    print("written: " + ", ".join(str(p) for p in paths))
+    return paths
+
+
+def _crossover(args) -> list[Path]:
+    from pymc_minibatch_mh.bench import crossover
+
+    _require_peers_extra("crossover")  # numpyro's NUTS is the logistic model's reference
+    result = crossover.run_crossover(
+        quick=args.quick, cache=args.cache, seed=args.seed, sizes=args.sizes
+    )
+    paths = crossover.write_crossover_reports(result, args.out, suffix=_peers_suffix(args))
+    print(crossover.crossover_report(result))
     print("written: " + ", ".join(str(p) for p in paths))
     return paths
 

@@ -12,10 +12,11 @@ where it finishes in reasonable time (it is not run at N = 10^6 unless asked: ab
 hour there).
 
 Cache state: ``warm`` (default) gives the run a compilation directory of its own and
-first runs every PyMC method (PyMC's NUTS included) once on a small data set of the same
-width, so the package's, PyTensor's and numba's on-disk caches there hold the compiled
-functions; ``cold`` gives every process an empty compilation directory. Each of our steps
-reports which it found (``setup_cache``: ``cold``, ``warm`` or ``partly warm``).
+first runs every PyMC method (PyMC's NUTS included) once on a short run of data of the
+same width (:data:`WARM_UP_ROWS` rows, 50 + 50 draws), so the package's, PyTensor's and
+numba's on-disk caches there hold the compiled functions; ``cold`` gives every process
+an empty compilation directory. Each of our steps reports which it found
+(``setup_cache``: ``cold``, ``warm`` or ``partly warm``).
 
 ``bench many`` (:mod:`pymc_minibatch_mh.bench.many`) runs its own cases through
 :func:`run_peers` and writes its report with :func:`write_reports`.
@@ -40,6 +41,7 @@ import pandas as pd
 
 from pymc_minibatch_mh.bench.peer_runs import OUR_STEPS
 from pymc_minibatch_mh.bench.report import markdown_table
+from pymc_minibatch_mh.row_design import CHUNK_ROWS
 
 GROUPS = 20
 #: Unbalanced groups: group shares drawn from a symmetric Dirichlet of this concentration,
@@ -94,7 +96,10 @@ QUICK_CASES = (
 REFERENCE = "numpyro-nuts"
 PEER = "numpyro-hmcecs"
 TIMEOUT_S = 3 * 3600
-WARM_UP_ROWS = 5_000
+#: Rows of the warm-up runs: above one block of the row design, so that the functions
+#: used only on data of more than one block are compiled by the warm-up too (at 5,000
+#: rows `TunaMH()` compiled one more function in the timed run: "partly warm").
+WARM_UP_ROWS = CHUNK_ROWS + 5_000
 
 
 def case_data(case: PeerCase, seed: int) -> dict[str, np.ndarray]:
@@ -161,7 +166,7 @@ def run_peers(
         raise ValueError(f"cache must be 'warm' or 'cold'; got {cache!r}.")
     if cases is None:
         cases = QUICK_CASES if quick else FULL_CASES
-    results = []
+    results, warmed = [], set()
     with tempfile.TemporaryDirectory(prefix="peers-") as tmp:
         tmp = Path(tmp)
         for case in cases:
@@ -172,9 +177,12 @@ def run_peers(
                 wanted = [m for m in wanted if m in methods or m == case.reference]
             data_path = tmp / "data.npz"
             np.savez(data_path, **case_data(case, seed))
-            if cache == "warm":
-                pymc_methods = [m for m in wanted if m in OUR_STEPS or m == "pymc-nuts"]
+            pymc_methods = [m for m in wanted if m in OUR_STEPS or m == "pymc-nuts"]
+            # One warm-up per model: cases that differ only in N share compiled functions.
+            shape = (case.kind, case.d, case.groups, case.unbalanced, tuple(pymc_methods))
+            if cache == "warm" and shape not in warmed:
                 _warm_up(case, pymc_methods, tmp, seed, progress)
+                warmed.add(shape)
             runs = {}
             for method in wanted:
                 progress(f"[{case.name}] {method} ...")
@@ -205,15 +213,12 @@ def _run_one(method: str, case: PeerCase, data: Path, tmp: Path, seed: int, cach
     construction and 14.6 s to a PyMC NUTS run on PyMC 5)."""
     out = tmp / f"{method}.npz"
     out.unlink(missing_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
     if cache == "cold":
-        compiledir = tempfile.mkdtemp(prefix="cold-", dir=tmp)
+        compiledir = Path(tempfile.mkdtemp(prefix="cold-", dir=tmp))
     else:
         compiledir = tmp / "compile-warm"
         compiledir.mkdir(exist_ok=True)
-    flags = [env.get("PYTENSOR_FLAGS", ""), f"compiledir={compiledir}"]
-    env["PYTENSOR_FLAGS"] = ",".join(flag for flag in flags if flag)
-    env["NUMBA_CACHE_DIR"] = str(compiledir)
+    env = compile_cache_env(compiledir)
     command = [
         sys.executable,
         "-m",
@@ -238,6 +243,17 @@ def _run_one(method: str, case: PeerCase, data: Path, tmp: Path, seed: int, cach
         run = {key: result[key] for key in result.files}
     run["wall_s"] = wall
     return run
+
+
+def compile_cache_env(compiledir: Path) -> dict[str, str]:
+    """The environment of a benchmark's child process whose compile caches (PyTensor's
+    compile directory, which holds the package's function cache, and numba's cache) all
+    live in ``compiledir``; one thread per process."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+    flags = [env.get("PYTENSOR_FLAGS", ""), f"compiledir={compiledir}"]
+    env["PYTENSOR_FLAGS"] = ",".join(flag for flag in flags if flag)
+    env["NUMBA_CACHE_DIR"] = str(compiledir / "numba")
+    return env
 
 
 def failure(returncode: int, output: str) -> str:
@@ -377,18 +393,20 @@ def write_reports(
     suffix: str = "",
     name: str = "peers",
     report=None,
+    plot=None,
 ) -> list[Path]:
     """Markdown, JSON and a bar chart of ESS/s (log scale) under ``out_dir``.
 
     The files are ``{name}{suffix}.md``, ``.json`` and ``.png``; ``report`` renders the
-    markdown (default :func:`markdown_report`).
+    markdown (default :func:`markdown_report`), ``plot(result, path)`` the figure (default
+    a bar chart per case).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = out_dir / f"{name}{suffix}"
     paths = [stem.with_suffix(".md"), stem.with_suffix(".json"), stem.with_suffix(".png")]
     paths[0].write_text((report or markdown_report)(result))
     paths[1].write_text(json.dumps(result, indent=2, default=_json_default))
-    _plot(result, paths[2])
+    (plot or _plot)(result, paths[2])
     return paths
 
 

@@ -60,6 +60,21 @@ def gather_rows(loglik: Variable, idx: Variable, n_data: int) -> Variable:
     return batched
 
 
+def shape_constants_as_length(outputs: Sequence[Variable], n_data: int, like: Variable) -> dict:
+    """Replacements for the integer constants of a graph that hold ``n_data`` as a length
+    (an ``Alloc``'s shape, a ``size``): each such entry becomes ``like.shape[0]``.
+
+    PyMC broadcasts an observed variable's log-density to its size, a constant ``(N,)``;
+    with these replacements a graph whose data are placeholders (``like`` is one, of
+    leading length N) holds no N, so one compiled function serves every N.
+    """
+    return {
+        var: _shape_with_batch_length(value, like, n_data)
+        for var, value in tensor_data_inputs(outputs)
+        if _is_shape_constant(value, n_data)
+    }
+
+
 def datum_data_inputs(
     outputs: Sequence[Variable], n_data: int
 ) -> list[tuple[Variable, np.ndarray]]:

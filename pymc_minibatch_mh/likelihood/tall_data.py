@@ -20,6 +20,7 @@ from pymc_minibatch_mh.likelihood.batching import (
     other_length_data_inputs,
     per_datum_sum,
     probe_indices,
+    shape_constants_as_length,
 )
 from pymc_minibatch_mh.likelihood.compiling import compile_function, data_placeholder
 from pymc_minibatch_mh.likelihood.graph_tools import rebuild_graph, unit_incomplete_beta_as_power
@@ -232,6 +233,11 @@ def build_tall_data(
     placeholders = {
         var: data_placeholder(var, value) for var, value in datum_data_inputs([per_datum], n_data)
     }
+    # Nor N itself (PyMC's Alloc of a log-density to the observed size): a cache key of the
+    # full-data function that does not change with N.
+    like = next(iter(placeholders.values()), None)
+    if like is not None:
+        placeholders.update(shape_constants_as_length([per_datum], n_data, like))
     per_datum = rebuild_graph(per_datum, placeholders)
     batch = rebuild_graph(batch, placeholders)
     prior = model.logp(vars=[*model.free_RVs, *model.potentials], sum=True)

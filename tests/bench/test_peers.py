@@ -142,3 +142,16 @@ def test_the_process_reports_cold_and_warm_compile_caches(tmp_path):
     assert str(warm["setup_cache"]) == "warm"
     rows = {row["method"]: row for row in _rows({"TunaMH": cold}, reference_method="none")}
     assert rows["TunaMH"]["setup_cache"] == "cold"
+
+
+def test_child_processes_keep_every_compile_cache_in_one_directory(tmp_path, monkeypatch):
+    from pymc_minibatch_mh.bench.peers import compile_cache_env
+
+    monkeypatch.setenv("PYTENSOR_FLAGS", "floatX=float64")
+    env = compile_cache_env(tmp_path)
+    assert env["PYTENSOR_FLAGS"] == f"floatX=float64,compiledir={tmp_path}"
+    assert env["NUMBA_CACHE_DIR"] == str(tmp_path / "numba")
+    assert env["OMP_NUM_THREADS"] == "1"
+    # Control: without flags of the user's own, only the directory is set.
+    monkeypatch.delenv("PYTENSOR_FLAGS")
+    assert compile_cache_env(tmp_path)["PYTENSOR_FLAGS"] == f"compiledir={tmp_path}"

@@ -70,6 +70,35 @@ def test_construction_says_whether_its_compile_caches_were_cold_or_warm(
     assert second.functions_uncacheable == first.functions_uncacheable
 
 
+def _logistic_of_size(n):
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(n, 2))
+    y = rng.random(n) < 1 / (1 + np.exp(-(x @ np.array([1.0, -0.5]))))
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 5, shape=2)
+        pm.Bernoulli("y", logit_p=x @ beta, observed=y.astype(int))
+    return model
+
+
+def test_the_same_model_on_more_rows_loads_every_function(tmp_path, monkeypatch):
+    """No compiled function holds N (the data are inputs, and so is the length PyMC
+    broadcasts an observed log-density to): the model on new rows is warm."""
+    monkeypatch.setenv(function_cache.ENVIRONMENT_VARIABLE, str(tmp_path))
+    share_between_steps(False)
+    try:
+        with _logistic_of_size(3000):
+            first = MinibatchBarker(progressbar=False)
+        with _logistic_of_size(4000):
+            other_n = MinibatchBarker(progressbar=False)
+        with _logistic_of_size(4000):  # control: the same N again
+            same_n = MinibatchBarker(progressbar=False)
+    finally:
+        share_between_steps(True)
+    assert first.setup_cache == "cold"
+    assert other_n.setup_cache == "warm" and other_n.functions_compiled == 0
+    assert same_n.functions_loaded == other_n.functions_loaded == first.functions_compiled
+
+
 def test_a_step_reusing_another_steps_functions_is_warm(logistic):
     share_between_steps(True)
     with logistic:
