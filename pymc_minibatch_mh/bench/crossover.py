@@ -209,9 +209,7 @@ def crossover_report(result: dict) -> str:
         "from which the step is ahead at every larger N measured, interpolated in log N.",
         "",
     ]
-    models = dict.fromkeys(entry["model"] for entry in result["crossover"])
-    for model in models:
-        entries = [e for e in result["crossover"] if e["model"] == model]
+    for model, entries in _by_model(result["crossover"]).items():
         sizes = entries[0]["sizes"]
         table = pd.DataFrame(
             {
@@ -226,6 +224,14 @@ def crossover_report(result: dict) -> str:
         lines += [f"## {model}", "", markdown_table(table), ""]
     details = markdown_report(result, title="Per-size runs")
     return "\n".join(lines) + "\n" + details
+
+
+def _by_model(summary: list[dict]) -> dict[str, list[dict]]:
+    """The entries of :func:`crossover_summary` grouped by model, in their order."""
+    grouped: dict[str, list[dict]] = {}
+    for entry in summary:
+        grouped.setdefault(entry["model"], []).append(entry)
+    return grouped
 
 
 def _ratio(value: float | None) -> str:
@@ -252,10 +258,10 @@ def _plot_crossover(result: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    models = list(dict.fromkeys(entry["model"] for entry in result["crossover"]))
+    models = _by_model(result["crossover"])
     fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
-    for ax, model in zip(axes[0], models, strict=True):
-        for entry in (e for e in result["crossover"] if e["model"] == model):
+    for ax, (model, entries) in zip(axes[0], models.items(), strict=True):
+        for entry in entries:
             pairs = zip(entry["sizes"], entry["x_pymc_nuts"], strict=True)
             shown = [(n, r) for n, r in pairs if r is not None]
             if shown:

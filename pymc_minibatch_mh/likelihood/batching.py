@@ -37,8 +37,8 @@ def gather_rows(loglik: Variable, idx: Variable, n_data: int) -> Variable:
             source = chunked_source(var)
             # Chunked data (zarr / Dask) read the rows when the graph runs.
             gathers[rows] = var[idx] if source is None else ChunkedRows(source)(idx)
-        elif _is_shape_constant(value, n_data):
-            placeholders[var] = _shape_with_batch_length(value, idx, n_data)
+    for var, length in shape_constants_as_length([loglik], n_data, idx).items():
+        placeholders.setdefault(var, length)  # a data input of N rows stays data
     if not gathers:
         raise ValueError(
             f"No data input with N = {n_data} rows was found in the log-likelihood graph, "
@@ -175,8 +175,8 @@ def _is_shape_constant(value: np.ndarray, n_data: int) -> bool:
     )
 
 
-def _shape_with_batch_length(value: np.ndarray, idx: Variable, n_data: int) -> Variable:
-    batch_length = pt.cast(idx.shape[0], value.dtype)
+def _shape_with_batch_length(value: np.ndarray, like: Variable, n_data: int) -> Variable:
+    batch_length = pt.cast(like.shape[0], value.dtype)
     if value.ndim == 0:
         return batch_length
     return pt.stack(
