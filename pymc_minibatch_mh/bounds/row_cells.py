@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg
 
+from pymc_minibatch_mh.kernels.weighted_index import sorted_uniforms
 from pymc_minibatch_mh.row_design import RowDesign, row_supports
 
 #: More cells than this (or than N / MIN_ROWS_PER_CELL) and the step keeps the global
@@ -180,7 +181,8 @@ class CellTable:
         """``n`` rows, cell ``k`` with probability proportional to ``weights[k]`` (its
         ``C_cell M_cell``), then a row of it with probability ``c_i / C_cell``."""
         cell_cum = np.cumsum(weights)
-        cell = np.searchsorted(cell_cum, rng.random(n) * cell_cum[-1], side="right")
+        # Sorted keys (the draws form a multiset): cells, and the rows read, come in order.
+        cell = np.searchsorted(cell_cum, sorted_uniforms(rng, n) * cell_cum[-1], side="right")
         cell = np.minimum(cell, weights.size - 1)
         start = self.cells.starts[cell]
         base = np.where(start > 0, self.cumulative[np.maximum(start - 1, 0)], 0.0)

@@ -504,9 +504,9 @@ def log_tilde_likelihood(
     loglik = np.asarray(loglik, dtype=np.float64)
     logbound = np.asarray(logbound, dtype=np.float64)
     gap = loglik - logbound
-    if check and np.any(gap < -tolerance * (1.0 + np.abs(loglik))):
+    if check and (gap < -tolerance * (1.0 + np.abs(loglik))).any():
         bad = (gap < -tolerance * (1.0 + np.abs(loglik))) & np.isfinite(loglik)
-        if np.any(bad):
+        if bad.any():
             j = int(np.flatnonzero(bad)[0])
             row = j if rows is None else int(np.asarray(rows)[j])
             raise InvalidBoundError(
@@ -519,11 +519,12 @@ def log_tilde_likelihood(
         gap = gap / temperature
     with np.errstate(divide="ignore", invalid="ignore"):
         out = gap + np.log(-np.expm1(-gap))
-    nonpositive = ~(gap > 0.0)  # also catches NaN
-    if np.any(nonpositive):
-        out[nonpositive] = -np.inf
-    unbounded = np.isneginf(logbound) & np.isfinite(loglik)
-    if np.any(unbounded):
+    positive = gap > 0.0  # False for NaN too
+    if not positive.all():
+        out[~positive] = -np.inf
+    unbounded = logbound == -np.inf
+    if unbounded.any():
+        unbounded &= np.isfinite(loglik)
         out[unbounded] = loglik[unbounded] / temperature
     return out
 

@@ -41,7 +41,9 @@ class UsedRows:
         return self.n_data - self.count
 
     def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        """``min(size, remaining)`` new rows: a uniformly random subset of those not yet drawn."""
+        """``min(size, remaining)`` new rows: a uniformly random subset of those not yet drawn,
+        in increasing order (a batch enters the test through its sums only, and rows read in
+        file order are gathered faster)."""
         size = min(int(size), self.remaining)
         if size <= 0:
             return np.empty(0, dtype=np.int64)
@@ -50,7 +52,7 @@ class UsedRows:
             self._pool = rng.permutation(np.flatnonzero(~self._mask))
             self._pool_pos = 0
         if self._pool is not None:
-            out = self._pool[self._pool_pos : self._pool_pos + size]
+            out = np.sort(self._pool[self._pool_pos : self._pool_pos + size])
             self._pool_pos += size
         else:
             out = self._rejection_draw(rng, size)
@@ -77,7 +79,7 @@ class UsedRows:
                 np.not_equal(cand[1:], cand[:-1], out=fresh[1:])
                 cand = cand[fresh]
             if cand.size > need:
-                cand = rng.choice(cand, size=need, replace=False)
+                cand = np.sort(rng.choice(cand, size=need, replace=False))
             self._mask[cand] = True
             chosen.append(cand)
             need -= cand.size

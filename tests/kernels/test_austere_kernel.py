@@ -377,6 +377,8 @@ def test_used_rows_are_disjoint_and_exhaustive(rng):
     rows = UsedRows(1_037)
     batches = [rows.draw(rng, 100) for _ in range(11)]
     assert [b.size for b in batches] == [100] * 10 + [37]
+    # Each batch comes in increasing order (both the early and the listed draws).
+    assert all(np.all(np.diff(b) > 0) for b in batches)
     everything = np.concatenate(batches)
     assert np.array_equal(np.sort(everything), np.arange(1_037))
     assert rows.count == 1_037 and rows.remaining == 0

@@ -360,9 +360,11 @@ def test_six_state_negative_control_flipped_sign_fails(monkeypatch):
 
 
 def test_rows_evaluated_exactly_keep_the_walk_exact():
-    """A quarter of the rows without a constant, evaluated at every step: still the
-    target; the same rows with c = 0 and not evaluated (negative control) are not."""
-    exact = np.arange(0, 40, 4)
+    """Half the rows without a constant, evaluated at every step: still the target; the
+    same rows with c = 0 and not evaluated (negative control) are not. (With a quarter of
+    the rows the control's bias is real but its z over seeds 0-5 ranged 3.2-23: too
+    weak a control at this chain length.)"""
+    exact = np.arange(0, 40, 2)
     indicators, target = _run_six_states(np.random.default_rng(5), SIX_STATE_ITERS, exact)
     z = _batch_means_z(indicators, target)
     assert np.max(np.abs(z)) < Z_MAX, z

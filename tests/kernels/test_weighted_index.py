@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pymc_minibatch_mh.kernels.weighted_index import CumulativeTable
+from pymc_minibatch_mh.kernels.weighted_index import CumulativeTable, sorted_uniforms
 
 
 def _weights():
@@ -43,8 +43,9 @@ def test_zero_weights_at_the_end_are_never_drawn_even_for_u_at_the_total():
     trailing zero-weight items, which a bare binary search would return."""
 
     class TopUniform:
-        def random(self, size):
-            return np.ones(size)
+        # Spacings 1, 0, ..., 0: every partial sum equals the total, so every u is 1.
+        def standard_exponential(self, size):
+            return np.r_[1.0, np.zeros(size - 1)]
 
     table = CumulativeTable.from_weights(np.r_[0.3, 0.1 + 0.2, 0.0, 0.0])
     assert np.all(table.sample(TopUniform(), 5) == 1)
@@ -82,3 +83,22 @@ def test_sampling_is_reproducible_and_vectorised():
 def test_bad_weights_are_refused(weights):
     with pytest.raises(ValueError, match="weights"):
         CumulativeTable.from_weights(weights)
+
+
+def test_sorted_uniforms_are_the_order_statistics_of_uniforms(rng):
+    """Pooled values are uniform, each batch is sorted, and the k-th smallest of B follows
+    Beta(k, B + 1 - k), the law of the k-th order statistic of B uniforms."""
+    batches = np.array([sorted_uniforms(rng, 9) for _ in range(20_000)])
+    assert np.all(np.diff(batches, axis=1) >= 0) and np.all((batches >= 0) & (batches <= 1))
+    assert stats.kstest(batches.ravel(), "uniform").pvalue > 1e-3
+    for k in (1, 5, 9):
+        assert stats.kstest(batches[:, k - 1], stats.beta(k, 10 - k).cdf).pvalue > 1e-3
+    # Negative control: sorting B uniforms drawn from [0, 0.98) is visibly off.
+    wrong = np.sort(0.98 * rng.random((20_000, 9)), axis=1)
+    assert stats.kstest(wrong[:, 8], stats.beta(9, 1).cdf).pvalue < 1e-8
+    assert sorted_uniforms(rng, 0).shape == (0,)
+
+
+def test_draws_come_in_increasing_order(rng):
+    draws = CumulativeTable.from_weights(rng.pareto(1.1, size=5_000)).sample(rng, 3_000)
+    assert np.all(np.diff(draws) >= 0)

@@ -142,6 +142,38 @@ def test_row_design_rows_products_and_chunks_match_the_dense_matrix(rng):
         RowDesign(n + 1, 5, [FeatureBlock(features, coef_map)])
 
 
+def test_a_placing_coefficient_map_copies_columns_and_gives_the_same_rows(rng):
+    """``X @ beta`` places the features in columns: rows are copied there, not multiplied
+    by the map, and equal the general product; maps that scale or repeat a column, or sum
+    two features into one, take the general product."""
+    from pymc_minibatch_mh.row_design import _placement
+
+    n = 500
+    features = rng.normal(size=(n, 3)).astype(np.float32)
+    place = np.zeros((3, 6))
+    place[[0, 1, 2], [5, 1, 2]] = 1.0
+    weight = rng.uniform(0.5, 1.5, size=n)
+    block = FeatureBlock(features, place, weight)
+    np.testing.assert_array_equal(block.placement, [5, 1, 2])
+    design = RowDesign(n, 6, [block], np.r_[1.0, 0, 0, 0, 0, 0])
+    expected = weight[:, None] * (features.astype(np.float64) @ place)
+    expected[:, 0] += 1.0
+    idx = np.sort(rng.integers(0, n, size=60))
+    np.testing.assert_array_equal(design[idx], expected[idx])
+    np.testing.assert_array_equal(design[7:19], expected[7:19])
+    # Negative controls: not placements.
+    scaled, repeated, summed = place.copy(), place.copy(), np.zeros((3, 6))
+    scaled[0, 5] = 2.0
+    repeated[2] = repeated[1]
+    summed[[0, 1, 2], [5, 5, 1]] = 1.0
+    for coef_map in (scaled, repeated, summed, np.zeros((3, 6))):
+        assert _placement(coef_map) is None
+        general = RowDesign(n, 6, [FeatureBlock(features, coef_map)])
+        np.testing.assert_allclose(
+            general[idx], features[idx].astype(np.float64) @ coef_map, rtol=1e-12
+        )
+
+
 def test_sparse_row_blocks_equal_the_dense_rows(rng):
     """Shared columns (constant, feature product, dense) and indexed ones (a group
     intercept, and a varying slope on a column that a feature also touches) together."""
