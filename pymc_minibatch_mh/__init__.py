@@ -17,7 +17,8 @@ _EXPORTS = {
     "chi_from_kappa": "pymc_minibatch_mh.bounds.lipschitz",
     "design_austere_test": "pymc_minibatch_mh.kernels.austere_design",
     "compare": "pymc_minibatch_mh.diagnostics",
-    "chunked_data": "pymc_minibatch_mh.likelihood.chunked_data",
+    "chunked_data": "pymc_minibatch_mh.data.chunked_data",
+    "tall_array": "pymc_minibatch_mh.data.tall_array",
 }
 __all__ = sorted(_EXPORTS)
 

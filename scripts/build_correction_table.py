@@ -1,4 +1,5 @@
-"""Regenerate the shipped Barker correction table ``pymc_minibatch_mh/data/correction_c1.npz``.
+"""Regenerate the Barker correction table shipped beside its kernel,
+``pymc_minibatch_mh/kernels/correction_c1.npz``.
 
 Usage::
 
@@ -22,7 +23,7 @@ from pymc_minibatch_mh.kernels.correction import (
 )
 
 DEFAULT_OUT = (
-    Path(__file__).resolve().parents[1] / "pymc_minibatch_mh" / "data" / "correction_c1.npz"
+    Path(__file__).resolve().parents[1] / "pymc_minibatch_mh" / "kernels" / "correction_c1.npz"
 )
 
 

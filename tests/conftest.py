@@ -20,3 +20,17 @@ def no_map_search(monkeypatch):
         raise AssertionError("the MAP search started before the refusal")
 
     monkeypatch.setattr("pymc_minibatch_mh.step_methods.base.find_map", refuse)
+
+
+@pytest.fixture
+def cluster_client():
+    """A ``dask.distributed`` client on a LocalCluster of 2 single-threaded worker
+    processes (skipped without the ``[dask]`` extra)."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client

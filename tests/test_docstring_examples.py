@@ -14,7 +14,8 @@ MODULES = [
     "pymc_minibatch_mh.step_methods.austere",
     "pymc_minibatch_mh.step_methods.tuna",
     "pymc_minibatch_mh.step_methods.firefly",
-    "pymc_minibatch_mh.likelihood.chunked_data",
+    "pymc_minibatch_mh.data.chunked_data",
+    "pymc_minibatch_mh.data.tall_array",
 ]
 
 

@@ -72,9 +72,10 @@ def main(argv: list[str] | None = None) -> list[Path]:
     )
     parser.add_argument(
         "--source",
-        choices=("memmap", "zarr"),
+        choices=("memmap", "container", "zarr"),
         default="memmap",
-        help="tall-disk: read the data as np.memmap (default) or as zarr copies through "
+        help="tall-disk: read the data as np.memmap (default), as the same files through "
+        "tall_array (the package's pm.Data-like container), or as zarr copies through "
         "chunked_data (needs the [dask] extra)",
     )
     parser.add_argument(

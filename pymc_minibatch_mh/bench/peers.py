@@ -41,7 +41,7 @@ import pandas as pd
 
 from pymc_minibatch_mh.bench.peer_runs import OUR_STEPS
 from pymc_minibatch_mh.bench.report import markdown_table
-from pymc_minibatch_mh.row_design import CHUNK_ROWS
+from pymc_minibatch_mh.data import blocks as data_blocks
 
 GROUPS = 20
 #: Unbalanced groups: group shares drawn from a symmetric Dirichlet of this concentration,
@@ -99,7 +99,7 @@ TIMEOUT_S = 3 * 3600
 #: Rows of the warm-up runs: above one block of the row design, so that the functions
 #: used only on data of more than one block are compiled by the warm-up too (at 5,000
 #: rows `TunaMH()` compiled one more function in the timed run: "partly warm").
-WARM_UP_ROWS = CHUNK_ROWS + 5_000
+WARM_UP_ROWS = data_blocks.BLOCK_ROWS + 5_000
 
 
 def case_data(case: PeerCase, seed: int) -> dict[str, np.ndarray]:

@@ -36,9 +36,9 @@ from pymc_minibatch_mh.bounds.collapsed import (
     DEFAULT_CHUNK_ENTRIES,
     OverDesignRows,
     as_design,
-    chunk_rows,
 )
-from pymc_minibatch_mh.passes import record_rows
+from pymc_minibatch_mh.data.chunk_pass import design_sum
+from pymc_minibatch_mh.data.pass_tally import record_rows
 
 
 def bohning_curvature(n_classes: int) -> np.ndarray:
@@ -184,6 +184,20 @@ def _check_shapes(design, offset, observed, coef_map, coef_offset, n_classes):
     return design, offset, y.astype(np.int64), coef_map, coef_offset, k
 
 
+def _softmax_sums(design, rows: slice, shift, value, slope, w0, curvature) -> tuple:
+    """The rows' part of the Böhning bound's sums at the centre's coefficients ``w0``:
+    the bound's value, its gradient in the coefficient matrix and the feature Gram matrix
+    (``shift`` = offset minus anchor)."""
+    x = design[rows]
+    e = x @ w0 + shift
+    quad = np.einsum("nk,kl,nl->n", e, curvature, e)
+    return (
+        float(np.sum(value + np.einsum("nk,nk->n", slope, e) - 0.5 * quad)),
+        x.T @ (slope - e @ curvature),
+        x.T @ x,
+    )
+
+
 def bohning_bound(
     design: np.ndarray,
     offset,
@@ -233,17 +247,16 @@ def bohning_bound(
         raise ValueError(f"centre must have shape ({ndim},); got {centre.shape}.")
     w0 = (coef_map @ centre + coef_offset).reshape(n_features, k)
 
-    total = 0.0
-    coef_grad = np.zeros((n_features, k))
-    gram = np.zeros((n_features, n_features))
-    for rows in chunk_rows(n_data, n_features + k, chunk_entries):
-        record_rows(rows.stop - rows.start, n_data)
-        x = design[rows]
-        e = x @ w0 + offset[rows] - anchor[rows]
-        quad = np.einsum("nk,kl,nl->n", e, curvature, e)
-        total += float(np.sum(value[rows] + np.einsum("nk,nk->n", slope[rows], e) - 0.5 * quad))
-        coef_grad += x.T @ (slope[rows] - e @ curvature)
-        gram += x.T @ x
+    # One pass (Dask tasks for a design over chunked data): the sums at the centre.
+    total, coef_grad, gram = design_sum(
+        design,
+        _softmax_sums,
+        per_row=(offset - anchor, value, slope),
+        args=(w0, curvature),
+        block_rows=chunk_entries // (n_features + k),
+    )
+    record_rows(n_data, n_data)
+    total = float(total)
     gram = 0.5 * (gram + gram.T)
     return SoftmaxQuadraticBound(
         design=design,

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
-from pymc_minibatch_mh.passes import record_rows
-from pymc_minibatch_mh.row_design import RowDesign
+from pymc_minibatch_mh.data.chunk_pass import design_sum
+from pymc_minibatch_mh.data.pass_tally import record_rows
+from pymc_minibatch_mh.data.row_design import RowDesign
 
 #: Upper limit on the number of matrix entries handled at once while collapsing.
 DEFAULT_CHUNK_ENTRIES = 2**21
@@ -82,7 +83,7 @@ def chunk_rows(n_rows: int, width: int, chunk_entries: int = DEFAULT_CHUNK_ENTRI
 
 def as_design(design: np.ndarray) -> np.ndarray:
     """The design matrix as a C-contiguous float64 ``(N, D)`` array (no copy if it already is),
-    or a :class:`~pymc_minibatch_mh.row_design.RowDesign` unchanged."""
+    or a :class:`~pymc_minibatch_mh.data.row_design.RowDesign` unchanged."""
     if isinstance(design, RowDesign):
         return design
     design = np.ascontiguousarray(design, dtype=np.float64)
@@ -155,6 +156,18 @@ class OverDesignRows:
     @property
     def ndim(self) -> int:
         return self.design.shape[1]
+
+
+def _quadratic_sums(design, rows: slice, shift, value, slope, curvature, centre) -> tuple:
+    """The rows' part of the collapsed sums of a quadratic bound at ``centre``: the bound's
+    value, its gradient and its Hessian (``shift`` = offset minus anchor)."""
+    x = design[rows]
+    e = x @ centre + shift
+    return (
+        float(np.sum(value + e * (slope + curvature * e))),
+        x.T @ (slope + 2.0 * curvature * e),
+        x.T @ (x * (2.0 * curvature)[:, None]),
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -273,19 +286,17 @@ class LinearQuadraticBound(OverDesignRows):
         if centre.shape != (ndim,):
             raise ValueError(f"centre must have shape ({ndim},); got {centre.shape}.")
 
-        total = 0.0
-        grad = np.zeros(ndim)
-        hess = np.zeros((ndim, ndim))
-        for rows in chunk_rows(n_data, ndim, chunk_entries):
-            record_rows(rows.stop - rows.start, n_data)
-            x = design[rows]
-            e = x @ centre + offset[rows] - anchor[rows]
-            a = curvature[rows]
-            total += float(np.sum(value[rows] + e * (slope[rows] + a * e)))
-            grad += x.T @ (slope[rows] + 2.0 * a * e)
-            hess += x.T @ (x * (2.0 * a)[:, None])
+        # One pass (Dask tasks for a design over chunked data): the sums at the centre.
+        total, grad, hess = design_sum(
+            design,
+            _quadratic_sums,
+            per_row=(offset - anchor, value, slope, curvature),
+            args=(centre,),
+            block_rows=chunk_entries // max(1, ndim),
+        )
+        record_rows(n_data, n_data)
         hess = 0.5 * (hess + hess.T)
-        collapsed = CollapsedQuadratic(centre.copy(), total, grad, hess)
+        collapsed = CollapsedQuadratic(centre.copy(), float(total), grad, hess)
         return cls(
             design, offset, anchor, value, slope, curvature, collapsed, family, region, unbounded
         )

@@ -60,7 +60,6 @@ from pymc_minibatch_mh.bounds.collapsed import (
     DEFAULT_CHUNK_ENTRIES,
     CollapsedQuadratic,
     OverDesignRows,
-    chunk_rows,
 )
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound, _row_norms
 from pymc_minibatch_mh.bounds.taylor_remainder import (
@@ -69,8 +68,9 @@ from pymc_minibatch_mh.bounds.taylor_remainder import (
     student_t_g_derivatives,
 )
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
-from pymc_minibatch_mh.passes import record_rows
-from pymc_minibatch_mh.row_design import design_rows
+from pymc_minibatch_mh.data.chunk_pass import design_sum
+from pymc_minibatch_mh.data.pass_tally import record_rows
+from pymc_minibatch_mh.data.row_design import design_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path)
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
@@ -352,6 +352,31 @@ def collapse_two_channels(
     )
 
 
+def _shared_scale_sums(design, rows: slice, slope_eta, curvature_eta, cross, w) -> tuple:
+    """The rows' part of the sums of a bound whose scale direction ``z`` is shared: the
+    linear predictor's gradient and Hessian, and ``sum x_n cross_n`` (its products with
+    ``z`` follow once, outside the pass)."""
+    x = design[rows]
+    return (
+        x.T @ slope_eta,
+        -(w * w) * (x.T @ (x * curvature_eta[:, None])),
+        x.T @ cross,
+    )
+
+
+def _per_row_scale_sums(
+    design, rows: slice, slope_eta, curvature_eta, z, slope_scale, curvature_scale, cross, w
+) -> tuple:
+    """The rows' part of the sums of a bound whose rows have their own scale direction
+    ``z_n``: gradient and Hessian over both designs and their cross term."""
+    x = design[rows]
+    zr = np.asarray(z, dtype=np.float64)
+    mixed = w * (x.T @ (zr * cross[:, None]))
+    hess = -(w * w) * (x.T @ (x * curvature_eta[:, None]))
+    hess -= zr.T @ (zr * curvature_scale[:, None]) + mixed + mixed.T
+    return x.T @ slope_eta + zr.T @ slope_scale, hess
+
+
 def _collapsed_bound(
     design, z, centre, taylor, curvatures, *, weight, region, family, unbounded
 ) -> FreeScaleQuadraticBound:
@@ -370,22 +395,25 @@ def _collapsed_bound(
     value, slope_eta, slope_scale = (kept(part) for part in taylor)
     curvature_eta, curvature_scale, cross = (kept(part) for part in curvatures)
     w = weight
-    grad = np.zeros(ndim)
-    hess = np.zeros((ndim, ndim))
-    cross_sum = np.zeros(ndim)
-    for rows in chunk_rows(n, ndim, DEFAULT_CHUNK_ENTRIES):
-        x = design[rows]
-        grad += x.T @ slope_eta[rows]
-        hess -= (w * w) * (x.T @ (x * curvature_eta[rows][:, None]))
-        if per_row:  # each row its own scale direction z_n: sums over both designs
-            zr = np.asarray(z[rows], dtype=np.float64)
-            grad += zr.T @ slope_scale[rows]
-            hess -= zr.T @ (zr * curvature_scale[rows][:, None])
-            if cross is not None:
-                mixed = w * (x.T @ (zr * cross[rows][:, None]))
-                hess -= mixed + mixed.T
-        elif cross is not None:
-            cross_sum += x.T @ cross[rows]
+    no_cross = np.zeros(n) if cross is None else cross
+    # One pass (Dask tasks for a design over chunked data).
+    if per_row:  # each row its own scale direction z_n: sums over both designs
+        grad, hess = design_sum(
+            design,
+            _per_row_scale_sums,
+            per_row=(slope_eta, curvature_eta, z, slope_scale, curvature_scale, no_cross),
+            args=(w,),
+            block_rows=DEFAULT_CHUNK_ENTRIES // max(1, ndim),
+        )
+        cross_sum = np.zeros(ndim)
+    else:
+        grad, hess, cross_sum = design_sum(
+            design,
+            _shared_scale_sums,
+            per_row=(slope_eta, curvature_eta, no_cross),
+            args=(w,),
+            block_rows=DEFAULT_CHUNK_ENTRIES // max(1, ndim),
+        )
     record_rows(n, n)
     if not per_row:
         grad += float(np.sum(slope_scale)) * z

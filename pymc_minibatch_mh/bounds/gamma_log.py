@@ -51,7 +51,7 @@ from pymc_minibatch_mh.bounds.free_scale import FreeScaleQuadraticBound, two_cha
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound, _row_norms
 from pymc_minibatch_mh.bounds.taylor_remainder import grid_supremum_over
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
-from pymc_minibatch_mh.passes import record_rows
+from pymc_minibatch_mh.data.pass_tally import record_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood

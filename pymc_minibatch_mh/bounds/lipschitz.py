@@ -50,15 +50,13 @@ from scipy import linalg
 
 from pymc_minibatch_mh.bounds.row_cells import RowCells
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
-from pymc_minibatch_mh.chunk_pass import design_pass
-from pymc_minibatch_mh.passes import record_rows
-from pymc_minibatch_mh.row_design import design_rows, rows_per_chunk
+from pymc_minibatch_mh.data.chunk_pass import design_map
+from pymc_minibatch_mh.data.pass_tally import record_rows
+from pymc_minibatch_mh.data.row_design import design_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path)
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
 
-# Rows per chunk when forming ||L^T x_i|| (bounds the temporary N x D product).
-_CHUNK_ROWS = 65_536
 BOX_FAMILIES = ("poisson_log", "normal")
 GLOBAL_FAMILIES = ("bernoulli_logit", "binomial_logit", "student_t", "categorical_logit")
 
@@ -352,19 +350,12 @@ def _row_norms(design: np.ndarray, chol: np.ndarray | None) -> np.ndarray:
             raise ValueError(
                 f"chol has shape {chol.shape}, expected ({design.shape[1]}, {design.shape[1]})."
             )
-    on_chunks = design_pass(design, _norms_of_rows, (chol,))
-    if on_chunks is not None:  # features in chunked data: one Dask task per chunk
-        return on_chunks
-    out = np.empty(design.shape[0])
-    step = rows_per_chunk(design.shape[1])
-    for start in range(0, design.shape[0], step):
-        out[start : start + step] = _norms_of_rows(design[start : start + step], chol)
-    return out
+    return design_map(design, _norms_of_rows, args=(chol,))
 
 
-def _norms_of_rows(block: np.ndarray, chol: np.ndarray | None) -> np.ndarray:
-    """``||L^T x_i||_2`` of the rows of a block of the design."""
-    block = block if chol is None else block @ chol
+def _norms_of_rows(design, rows: slice, chol: np.ndarray | None) -> np.ndarray:
+    """``||L^T x_i||_2`` of the rows ``rows`` of the design."""
+    block = design[rows] if chol is None else design[rows] @ chol
     return np.sqrt(np.einsum("ij,ij->i", block, block))
 
 
@@ -407,16 +398,18 @@ def _eta_range(lp, box) -> tuple[np.ndarray, np.ndarray]:
     lo, hi = box
     design = design_rows(lp.design)
     offset = np.asarray(lp.offset, dtype=np.float64)
-    eta_min = np.empty(design.shape[0])
-    eta_max = np.empty(design.shape[0])
     record_rows(design.shape[0], design.shape[0])
-    for start in range(0, design.shape[0], _CHUNK_ROWS):
-        rows = slice(start, start + _CHUNK_ROWS)
-        pos = np.maximum(design[rows], 0.0)
-        neg = np.minimum(design[rows], 0.0)
-        eta_max[rows] = offset[rows] + pos @ hi + neg @ lo
-        eta_min[rows] = offset[rows] + pos @ lo + neg @ hi
-    return eta_min, eta_max
+    offset = np.broadcast_to(offset, (design.shape[0],))
+    both = design_map(design, _eta_extremes, per_row=(offset,), args=(lo, hi))
+    return both[:, 0], both[:, 1]
+
+
+def _eta_extremes(design, rows: slice, offset, lo, hi) -> np.ndarray:
+    """``(smallest, largest)`` linear predictor over the box ``[lo, hi]`` of the rows
+    ``rows``, as two columns."""
+    x = design[rows]
+    pos, neg = np.maximum(x, 0.0), np.minimum(x, 0.0)
+    return np.column_stack([offset + pos @ lo + neg @ hi, offset + pos @ hi + neg @ lo])
 
 
 def _slopes(lp, box) -> np.ndarray:

@@ -53,12 +53,12 @@ from pymc_minibatch_mh.bounds.collapsed import (
     CollapsedQuadratic,
     OverDesignRows,
     as_design,
-    chunk_rows,
     per_datum,
 )
 from pymc_minibatch_mh.bounds.jaakkola_jordan import UNTUNED_XI, jj_lambda, log_sigmoid
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
-from pymc_minibatch_mh.passes import record_rows
+from pymc_minibatch_mh.data.chunk_pass import design_map, design_map_sum
+from pymc_minibatch_mh.data.pass_tally import record_rows
 
 #: Above this log dispersion ``exp`` overflows; the collapsed bound is then -inf.
 _LOG_ALPHA_MAX = 700.0
@@ -210,12 +210,7 @@ class NegativeBinomialBound(OverDesignRows):
         else:
             alpha = math.exp(float(self.scale_row @ centre) + self.scale_offset)
             direction = self.scale_row
-        reach = np.empty(self.n_data)
-        for rows in chunk_rows(self.n_data, centre.size, DEFAULT_CHUNK_ENTRIES):
-            block = (direction[None, :] - np.asarray(self.design[rows], dtype=np.float64)) @ (
-                region.chol
-            )
-            reach[rows] = np.sqrt(np.einsum("ij,ij->i", block, block))
+        reach = design_map(self.design, _whitened_reach, args=(direction, region.chol))
         record_rows(self.n_data, self.n_data)
         reach *= region.row_radii()
         return (alpha + self.observed) * self.jj_lambda * reach**2
@@ -312,6 +307,41 @@ def negative_binomial_bound(
     return bound
 
 
+def _whitened_reach(design, rows: slice, direction, chol) -> np.ndarray:
+    """``||L^T (direction - d_n)||`` for the rows ``rows`` of the design."""
+    block = (direction[None, :] - np.asarray(design[rows], dtype=np.float64)) @ chol
+    return np.sqrt(np.einsum("ij,ij->i", block, block))
+
+
+def _nb_rows_and_sums(
+    design, rows: slice, offset, y, keep, log_alpha, direction, centre, t_centre, free, tuned
+) -> tuple[tuple, tuple]:
+    """One block of :func:`_collapsed`'s pass: the rows' JJ constants and curvatures, and
+    their parts of ``sum y_n d_n``, of the fixed-alpha constant and of each quadratic's
+    value, gradient and Hessian (``Q_1`` and ``Q_y`` with a free alpha, one quadratic with
+    weights ``alpha_n + y_n`` with a fixed one)."""
+    d = np.asarray(design[rows], dtype=np.float64)
+    v = direction[None, :] - d  # x_n = v_n @ q + c_n
+    t_rows = t_centre if free else log_alpha
+    x_centre = t_rows - (d @ centre + offset)
+    xi = np.abs(x_centre) if tuned else np.full(x_centre.shape, UNTUNED_XI)
+    lam = jj_lambda(xi)
+    const = log_sigmoid(xi) - 0.5 * xi + lam * xi * xi
+    value = const + 0.5 * x_centre - lam * x_centre * x_centre
+    slope = 0.5 - 2.0 * lam * x_centre
+    sums = [d.T @ (keep * y)]
+    if free:
+        sums.append(0.0)
+        weight_sets = (keep, keep * y)
+    else:
+        alpha = np.exp(log_alpha)
+        sums.append(float(keep @ (gammaln(y + alpha) - gammaln(alpha)) - (keep * y) @ log_alpha))
+        weight_sets = (keep * (alpha + y),)
+    for w in weight_sets:
+        sums += [float(w @ value), v.T @ (w * slope), -(v.T @ (v * (2.0 * w * lam)[:, None]))]
+    return (const, lam), tuple(sums)
+
+
 def _collapsed(
     design,
     offset: np.ndarray,
@@ -333,44 +363,25 @@ def _collapsed(
     direction = np.zeros(ndim) if scale_row is None else scale_row
     t_centre = float(direction @ centre) + scale_offset
 
-    jj_const = np.empty(n_data)
-    lam_all = np.empty(n_data)
     # Free: Q_1 (weights 1) and Q_y (weights y); fixed: one quadratic, weights alpha_n + y_n.
-    stats = {name: [0.0, np.zeros(ndim), np.zeros((ndim, ndim))] for name in ("one", "weighted")}
-    y_design = np.zeros(ndim)
-    fixed_part = 0.0
-    for rows in chunk_rows(n_data, ndim, chunk_entries):
-        record_rows(rows.stop - rows.start, n_data)
-        d = design[rows]
-        v = direction[None, :] - d  # x_n = v_n @ q + c_n
-        t_rows = t_centre if free else fixed_log_alpha[rows]
-        x_centre = t_rows - (d @ centre + offset[rows])
-        xi = np.abs(x_centre) if tuned else np.full(x_centre.shape, UNTUNED_XI)
-        lam = jj_lambda(xi)
-        const = log_sigmoid(xi) - 0.5 * xi + lam * xi * xi
-        jj_const[rows], lam_all[rows] = const, lam
-        value = const + 0.5 * x_centre - lam * x_centre * x_centre
-        slope = 0.5 - 2.0 * lam * x_centre
-        y_rows, k = y[rows], keep[rows]
-        y_design += d.T @ (k * y_rows)
-        if free:
-            weight_sets = {"one": k, "weighted": k * y_rows}
-        else:
-            alpha_rows = np.exp(fixed_log_alpha[rows])
-            weight_sets = {"weighted": k * (alpha_rows + y_rows)}
-            fixed_part += float(
-                k @ (gammaln(y_rows + alpha_rows) - gammaln(alpha_rows))
-                - (k * y_rows) @ fixed_log_alpha[rows]
-            )
-        for name, w in weight_sets.items():
-            acc = stats[name]
-            acc[0] += float(w @ value)
-            acc[1] += v.T @ (w * slope)
-            acc[2] -= v.T @ (v * (2.0 * w * lam)[:, None])
+    names = ("one", "weighted") if free else ("weighted",)
+    log_alpha = np.zeros(n_data) if free else fixed_log_alpha
+    # One pass (Dask tasks for a design over chunked data): the rows' JJ coefficients and
+    # the sums of the quadratics.
+    (jj_const, lam_all), sums = design_map_sum(
+        design,
+        _nb_rows_and_sums,
+        per_row=(offset, y, keep, log_alpha),
+        args=(direction, centre, t_centre, free, tuned),
+        block_rows=chunk_entries // max(1, ndim),
+    )
+    record_rows(n_data, n_data)
+    y_design, fixed_part = sums[0], float(sums[1])
+    stats = {name: list(sums[2 + 3 * i : 5 + 3 * i]) for i, name in enumerate(names)}
 
     def quadratic(name: str) -> CollapsedQuadratic:
         value, grad, hess = stats[name]
-        return CollapsedQuadratic(centre.copy(), value, grad, 0.5 * (hess + hess.T))
+        return CollapsedQuadratic(centre.copy(), float(value), grad, 0.5 * (hess + hess.T))
 
     kept = keep > 0
     values, counts = np.unique(y[kept], return_counts=True)

@@ -34,8 +34,8 @@ import numpy as np
 
 from pymc_minibatch_mh.bounds.collapsed import DEFAULT_CHUNK_ENTRIES, chunk_rows
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
-from pymc_minibatch_mh.passes import record_rows
-from pymc_minibatch_mh.row_design import RowDesign, design_rows
+from pymc_minibatch_mh.data.pass_tally import record_rows
+from pymc_minibatch_mh.data.row_design import RowDesign, design_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood

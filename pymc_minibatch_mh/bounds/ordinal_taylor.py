@@ -61,7 +61,7 @@ from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
 from pymc_minibatch_mh.bounds.ordinal_curvature import ordinal_derivatives
 from pymc_minibatch_mh.bounds.row_cells import CellRegion, RowCells
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
-from pymc_minibatch_mh.passes import record_rows
+from pymc_minibatch_mh.data.pass_tally import record_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood

@@ -69,8 +69,8 @@ from pymc_minibatch_mh.bounds.taylor_remainder import (
 )
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.bounds.zip_curvature import zip_channel_derivatives
-from pymc_minibatch_mh.passes import record_rows
-from pymc_minibatch_mh.row_design import design_rows
+from pymc_minibatch_mh.data.pass_tally import record_rows
+from pymc_minibatch_mh.data.row_design import design_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg
 
+from pymc_minibatch_mh.data.row_design import RowDesign, row_supports
 from pymc_minibatch_mh.kernels.weighted_index import sorted_uniforms
-from pymc_minibatch_mh.row_design import RowDesign, row_supports
 
 #: More cells than this (or than N / MIN_ROWS_PER_CELL) and the step keeps the global
 #: metric: the per-step cost O(n_cells |T|^2) would outweigh what the cells save.
@@ -258,7 +258,7 @@ class CellRegion:
 
 
 def likelihood_row_supports(lp) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`~pymc_minibatch_mh.row_design.row_supports` of ``lp.design``, joined with
+    """:func:`~pymc_minibatch_mh.data.row_design.row_supports` of ``lp.design``, joined with
     those of a scale per row (``lp.scale_design``, e.g. ``sigma[group]``): a row touches
     its linear predictor's coordinates and its scale's. None when either has no sparse
     structure that cells could use."""

@@ -118,7 +118,6 @@ from pymc_minibatch_mh.bounds.hurdle_curvature import (
     truncation_third_derivative,
 )
 from pymc_minibatch_mh.bounds.lipschitz import (
-    _CHUNK_ROWS,
     LipschitzBound,
     UnsupportedBound,
     _row_norms,
@@ -134,8 +133,10 @@ from pymc_minibatch_mh.bounds.zinb_curvature import (
     zinb_third_derivatives,
 )
 from pymc_minibatch_mh.bounds.zip_curvature import zip_third_derivatives
-from pymc_minibatch_mh.passes import record_rows
-from pymc_minibatch_mh.row_design import design_rows
+from pymc_minibatch_mh.data import blocks as data_blocks
+from pymc_minibatch_mh.data.chunk_pass import design_map
+from pymc_minibatch_mh.data.pass_tally import record_rows
+from pymc_minibatch_mh.data.row_design import design_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path)
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
@@ -538,18 +539,42 @@ def _softmax_constants(lp: LinearPredictorLikelihood, chol: np.ndarray | None) -
     coef_map = np.asarray(lp.coef_map, dtype=np.float64)
     k = int(lp.n_classes)
     factor = coef_map if chol is None else coef_map @ chol
-    design = np.asarray(lp.design, dtype=np.float64)
+    design = design_rows(lp.design)
     n, p = design.shape
     centred = factor.reshape(p, k, -1)
     centred = (centred - centred.mean(axis=1, keepdims=True)).reshape(p * k, -1)
     gram = (centred @ centred.T).reshape(p, k, p, k)
-    op_norm_sq = np.empty(n)
     record_rows(n, n)
-    for start in range(0, n, _CHUNK_ROWS):
-        x = design[start : start + _CHUNK_ROWS]
-        blocks = np.einsum("ip,iq,pkql->ikl", x, x, gram, optimize=True)
-        op_norm_sq[start : start + _CHUNK_ROWS] = np.linalg.eigvalsh(blocks)[:, -1]
+    op_norm_sq = design_map(design, _softmax_op_norms, args=(gram,))
     return 0.5 * SOFTMAX_THIRD_DERIVATIVE * np.maximum(op_norm_sq, 0.0) ** 1.5
+
+
+def _softmax_op_norms(design, rows: slice, gram) -> np.ndarray:
+    """``||P A_i L||_2^2`` of the rows ``rows``: the largest eigenvalue of each row's
+    ``K x K`` matrix ``sum_{p, p'} x_ip x_ip' G[p, :, p', :]``."""
+    x = np.asarray(design[rows], dtype=np.float64)
+    blocks = np.einsum("ip,iq,pkql->ikl", x, x, gram, optimize=True)
+    return np.linalg.eigvalsh(blocks)[:, -1]
+
+
+def _whitened_products(design, rows: slice, chol, lz) -> np.ndarray:
+    """``(x_i' S x_i, x_i' S z)`` of the rows ``rows`` (``S = L L^T``, ``lz = L^T z``)."""
+    block = design[rows] @ chol
+    return np.column_stack([np.einsum("ij,ij->i", block, block), block @ lz])
+
+
+def _whitened_pair_products(design, rows: slice, scale_rows, chol) -> np.ndarray:
+    """``(x_i' S x_i, x_i' S z_i, z_i' S z_i)`` of the rows ``rows``, each with its own
+    scale row ``z_i`` (``scale_rows``: those rows of the scale design)."""
+    block = design[rows] @ chol
+    z_block = np.asarray(scale_rows, dtype=np.float64) @ chol
+    return np.column_stack(
+        [
+            np.einsum("ij,ij->i", block, block),
+            np.einsum("ij,ij->i", block, z_block),
+            np.einsum("ij,ij->i", z_block, z_block),
+        ]
+    )
 
 
 def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) -> np.ndarray:
@@ -559,21 +584,13 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
     chol, rho = region.chol, region.row_radii()  # a float, or one radius per row (cells)
     design = design_rows(lp.design)
     n = design.shape[0]
-    xsx = np.empty(n)
-    xsz = np.empty(n)
     record_rows(n, n)
     if getattr(lp, "row_scales", False):
         # Each row its own scale direction z_i: its whitened length and the cross term
         # are per row, in the same pass over the rows.
         scale_rows = design_rows(lp.scale_design)
-        czz = np.empty(n)
-        for start in range(0, n, _CHUNK_ROWS):
-            rows = slice(start, start + _CHUNK_ROWS)
-            block = design[rows] @ chol
-            z_block = scale_rows[rows] @ chol
-            xsx[rows] = np.einsum("ij,ij->i", block, block)
-            xsz[rows] = np.einsum("ij,ij->i", block, z_block)
-            czz[rows] = np.einsum("ij,ij->i", z_block, z_block)
+        both = design_map(design, _whitened_pair_products, per_row=(scale_rows,), args=(chol,))
+        xsx, xsz, czz = both[:, 0], both[:, 1], both[:, 2]
         s_star = lp.log_scales(region.centre)
         record_rows(n, n)
     else:
@@ -581,10 +598,8 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
         lz = chol.T @ z
         czz = float(lz @ lz)
         s_star = lp.log_scale(region.centre)
-        for start in range(0, n, _CHUNK_ROWS):
-            block = design[start : start + _CHUNK_ROWS] @ chol
-            xsx[start : start + _CHUNK_ROWS] = np.einsum("ij,ij->i", block, block)
-            xsz[start : start + _CHUNK_ROWS] = block @ lz
+        both = design_map(design, _whitened_products, args=(chol, lz))
+        xsx, xsz = both[:, 0], both[:, 1]
     s_half = rho * np.sqrt(czz)
     # Channel units: eta in units of the reference sigma (location-scale families); the
     # other families' channels (eta, log or logit of the second parameter) as they are.
@@ -624,11 +639,11 @@ def _three_channel_constants(lp: LinearPredictorLikelihood, region: TrustRegion)
     zz = lz @ lz.T
     op_norm_sq = np.empty(n)
     xsx = np.empty(n)
-    gram = np.empty((min(n, _CHUNK_ROWS), 3, 3))
+    gram = np.empty((min(n, data_blocks.BLOCK_ROWS), 3, 3))
     gram[:, 1:, 1:] = zz
     record_rows(n, n)
-    for start in range(0, n, _CHUNK_ROWS):
-        rows = slice(start, start + _CHUNK_ROWS)
+    for start in range(0, n, data_blocks.BLOCK_ROWS):
+        rows = slice(start, start + data_blocks.BLOCK_ROWS)
         block = design[rows] @ chol
         m = block.shape[0]
         g = gram[:m]
@@ -760,8 +775,8 @@ def _ordinal_constants(lp: LinearPredictorLikelihood, region: TrustRegion) -> np
     has_upper, has_lower = y <= k1 - 1, y >= 1
     p_sq = np.zeros(n)
     eta_reach = np.empty(n)
-    for start in range(0, n, _CHUNK_ROWS):
-        rows = slice(start, start + _CHUNK_ROWS)
+    for start in range(0, n, data_blocks.BLOCK_ROWS):
+        rows = slice(start, start + data_blocks.BLOCK_ROWS)
         block = design[rows] @ chol
         xx = np.einsum("ij,ij->i", block, block)
         xw = block @ lw.T

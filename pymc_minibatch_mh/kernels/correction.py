@@ -168,6 +168,6 @@ def load_default_correction() -> CorrectionTable:
 
     Regenerate it with ``python scripts/build_correction_table.py``.
     """
-    ref = resources.files("pymc_minibatch_mh.data").joinpath(DEFAULT_TABLE_FILE)
+    ref = resources.files("pymc_minibatch_mh.kernels").joinpath(DEFAULT_TABLE_FILE)
     with ref.open("rb") as fh:
         return CorrectionTable.load(fh)

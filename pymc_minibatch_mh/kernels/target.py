@@ -9,21 +9,20 @@ from typing import Protocol
 
 import numpy as np
 
-#: Most rows one call of a per-datum function reads: a larger batch (a Poisson batch far
-#: out while tuning, a sequential test that reads most of N) is evaluated block by block,
-#: so the temporaries of a call (the rows gathered in float64) stay bounded.
-MAX_ROWS_PER_CALL = 65_536
+from pymc_minibatch_mh.data import blocks as data_blocks
 
 
 def per_row_in_blocks(fn: Callable[..., np.ndarray], *args, idx: np.ndarray) -> np.ndarray:
-    """``fn(*args, idx)`` for a function with one output value per row of ``idx``,
-    called on blocks of at most :data:`MAX_ROWS_PER_CALL` rows (the same values)."""
-    if len(idx) <= MAX_ROWS_PER_CALL:
+    """``fn(*args, idx)`` for a function with one output value per row of ``idx``, called
+    on blocks of at most :data:`~pymc_minibatch_mh.data.blocks.BLOCK_ROWS` rows (the same
+    values): a larger batch (a Poisson batch far out while tuning, a sequential test that
+    reads most of N) keeps the temporaries of a call (its rows in float64) bounded."""
+    if len(idx) <= data_blocks.BLOCK_ROWS:
         return fn(*args, idx)
     return np.concatenate(
         [
-            np.asarray(fn(*args, idx[start : start + MAX_ROWS_PER_CALL]))
-            for start in range(0, len(idx), MAX_ROWS_PER_CALL)
+            np.asarray(fn(*args, idx[start : start + data_blocks.BLOCK_ROWS]))
+            for start in range(0, len(idx), data_blocks.BLOCK_ROWS)
         ]
     )
 

@@ -23,9 +23,12 @@ from pytensor.graph.basic import Constant, Variable
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.math import Dot
 
-from pymc_minibatch_mh.chunk_pass import row_pass
+from pymc_minibatch_mh.data import blocks as data_blocks
+from pymc_minibatch_mh.data.chunk_pass import row_pass
+from pymc_minibatch_mh.data.chunked_data import chunked_source
+from pymc_minibatch_mh.data.pass_tally import record_rows
+from pymc_minibatch_mh.data.row_design import FeatureBlock, IndexedColumns, RowDesign
 from pymc_minibatch_mh.likelihood.batching import datum_data_inputs, gather_rows
-from pymc_minibatch_mh.likelihood.chunked_data import chunked_source
 from pymc_minibatch_mh.likelihood.compiling import compile_function
 from pymc_minibatch_mh.likelihood.glm_families import (
     _BOUNDS_HINT,
@@ -39,8 +42,6 @@ from pymc_minibatch_mh.likelihood.graph_tools import (
     rebuild_graph,
     toposort,
 )
-from pymc_minibatch_mh.passes import record_rows
-from pymc_minibatch_mh.row_design import CHUNK_ROWS, FeatureBlock, IndexedColumns, RowDesign
 
 # Graphs are evaluated a handful of times only: the Python linker compiles in
 # milliseconds on both backends, and numpy does the heavy lifting (matrix products).
@@ -104,7 +105,7 @@ class _Context:
 
     def compile_rows(self, output: Variable, trailing: tuple, extra_inputs=(), what: str = ""):
         """Compile a per-row graph as ``f(q, *extra) -> (N, *trailing)`` float64 array,
-        evaluated over blocks of :data:`CHUNK_ROWS` rows.
+        evaluated over blocks of :data:`~pymc_minibatch_mh.data.blocks.BLOCK_ROWS` rows.
 
         The graph is rebuilt on the rows of each block (as a minibatch reads them), so
         its temporaries (e.g. float32 features widened to float64 for a product) stay
@@ -120,7 +121,7 @@ class _Context:
         # Only a graph that reads per-datum data makes a pass over the data (recorded).
         reads = n_data if datum_data_inputs([output], n_data) else 0
         whole_fn = None
-        if n_data > CHUNK_ROWS:
+        if n_data > data_blocks.BLOCK_ROWS:
             idx = pt.vector("rows", dtype="int64")
             on_rows = gather_rows(output, idx, n_data) if reads else output
             block_fn = self.compile([on_rows], [idx, *extra_inputs])
@@ -148,8 +149,8 @@ class _Context:
                     record_rows(n_data, n_data)
                     return _broadcast(on_chunks, (n_data, *trailing), what)
             out = np.empty((n_data, *trailing))
-            for start in range(0, n_data, CHUNK_ROWS):
-                stop = min(start + CHUNK_ROWS, n_data)
+            for start in range(0, n_data, data_blocks.BLOCK_ROWS):
+                stop = min(start + data_blocks.BLOCK_ROWS, n_data)
                 rows = np.arange(start, stop, dtype=np.int64)
                 try:
                     (value,) = block_fn(q, rows, *(e[start:stop] for e in extra))
@@ -169,7 +170,7 @@ class _Context:
     def model_loglik(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
         """The model's own per-datum observed log-density, compiled for given rows."""
         (term,) = self.model.logp(vars=[self.rv], sum=False)
-        if self.n_data > CHUNK_ROWS and datum_data_inputs([term], self.n_data):
+        if self.n_data > data_blocks.BLOCK_ROWS and datum_data_inputs([term], self.n_data):
             idx = pt.vector("rows", dtype="int64")
             on_rows_fn = self.compile([gather_rows(term, idx, self.n_data)], [idx])
             return lambda q, rows: on_rows_fn(q, np.asarray(rows, dtype=np.int64))[0]
@@ -192,14 +193,14 @@ class _Context:
 
 def _pass_over_chunks(block_fn, q: np.ndarray, n_data: int) -> np.ndarray | None:
     """A per-row graph's values on all rows as a Dask pass over the chunks of the chunked
-    data it reads (:func:`~pymc_minibatch_mh.chunk_pass.row_pass`); None for other data,
+    data it reads (:func:`~pymc_minibatch_mh.data.chunk_pass.row_pass`); None for other data,
     or if a block cannot be evaluated alone (the caller's loop then finds out why)."""
     try:
         return row_pass(
             block_fn.compiled,
             (np.asarray(q, block_fn.q_dtype),),
             n_data,
-            block_rows=CHUNK_ROWS,
+            block_rows=data_blocks.BLOCK_ROWS,
             combine="concatenate",
         )
     except (ValueError, AssertionError):  # PyTensor's shape errors
@@ -288,8 +289,11 @@ def _close(actual, expected) -> bool:
         actual, expected = np.broadcast_arrays(actual, expected)
         actual, expected = np.atleast_1d(actual), np.atleast_1d(expected)
     largest = largest_gap = 0.0
-    for start in range(0, actual.shape[0], CHUNK_ROWS):
-        a, e = actual[start : start + CHUNK_ROWS], expected[start : start + CHUNK_ROWS]
+    for start in range(0, actual.shape[0], data_blocks.BLOCK_ROWS):
+        a, e = (
+            actual[start : start + data_blocks.BLOCK_ROWS],
+            expected[start : start + data_blocks.BLOCK_ROWS],
+        )
         if not (np.all(np.isfinite(a)) and np.all(np.isfinite(e))):
             return False
         largest = max(largest, np.max(np.abs(a), initial=0.0), np.max(np.abs(e), initial=0.0))
@@ -507,7 +511,8 @@ def _feature_values(features: list[Variable]) -> list[np.ndarray]:
 
     A constant or a shared variable (``pm.Data``) gives its array itself, in its own dtype
     (a float32 ``np.memmap`` stays one), and a :func:`chunked_data` tensor its
-    :class:`~pymc_minibatch_mh.row_source.RowSource`: the design reads rows of it on demand. A later
+    :class:`~pymc_minibatch_mh.data.row_source.RowSource`: the design reads rows of it on
+    demand. A later
     ``pm.set_data`` replaces the shared variable's array rather than writing into it, so
     the recognised design keeps the data it was recognised from. A computed matrix is
     evaluated.
@@ -564,8 +569,8 @@ def _same_value(values: np.ndarray) -> bool:
         return True
     first = values.flat[0]
     return all(
-        bool(np.all(values[start : start + CHUNK_ROWS] == first))
-        for start in range(0, values.shape[0], CHUNK_ROWS)
+        bool(np.all(values[start : start + data_blocks.BLOCK_ROWS] == first))
+        for start in range(0, values.shape[0], data_blocks.BLOCK_ROWS)
     )
 
 

@@ -8,15 +8,15 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
 
-from pymc_minibatch_mh.chunk_pass import chunk_map
-from pymc_minibatch_mh.likelihood.chunked_data import ChunkedRows, chunked_source
+from pymc_minibatch_mh.data import blocks as data_blocks
+from pymc_minibatch_mh.data.chunk_pass import chunk_map
+from pymc_minibatch_mh.data.chunked_data import ChunkedRows, chunked_source
+from pymc_minibatch_mh.data.row_source import RowSource
 from pymc_minibatch_mh.likelihood.graph_tools import rebuild_graph, tensor_data_inputs
-from pymc_minibatch_mh.row_source import RowSource
 
 _INTEGER_KINDS = "iu"
 _INEXACT_KINDS = "fc"  # dtypes that can hold NaN or inf
 _MAX_SHAPE_LENGTH = 32  # longest integer vector treated as a shape/size argument
-CHUNK_ROWS = 65_536  # rows per chunk when scanning data arrays
 
 
 def gather_rows(loglik: Variable, idx: Variable, n_data: int) -> Variable:
@@ -103,7 +103,7 @@ def other_length_data_inputs(
     ]
 
 
-def non_finite_entries(value: np.ndarray, chunk_rows: int = CHUNK_ROWS) -> tuple[int, int | None]:
+def non_finite_entries(value: np.ndarray, chunk_rows: int | None = None) -> tuple[int, int | None]:
     """Count the NaN or inf entries of an array in one pass over chunks of rows.
 
     Only ``chunk_rows`` rows are in memory at a time, so a ``np.memmap`` is not loaded
@@ -114,8 +114,8 @@ def non_finite_entries(value: np.ndarray, chunk_rows: int = CHUNK_ROWS) -> tuple
     ----------
     value : numpy.ndarray or RowSource
         An array with the rows along axis 0 (at least one dimension).
-    chunk_rows : int, default CHUNK_ROWS
-        Rows per chunk.
+    chunk_rows : int, optional
+        Rows per chunk (default :data:`~pymc_minibatch_mh.data.blocks.BLOCK_ROWS`).
 
     Returns
     -------
@@ -131,16 +131,17 @@ def non_finite_entries(value: np.ndarray, chunk_rows: int = CHUNK_ROWS) -> tuple
     return sum(count for count, _ in found), (min(firsts) if firsts else None)
 
 
-def on_row_chunks(value, task: Callable, chunk_rows: int = CHUNK_ROWS) -> list:
+def on_row_chunks(value, task: Callable, chunk_rows: int | None = None) -> list:
     """``task(rows, first_row)`` on every chunk of rows of ``value``, results in order.
 
     A numpy array or ``np.memmap`` is read ``chunk_rows`` rows at a time, so it is never
-    loaded whole; chunked data (a :class:`~pymc_minibatch_mh.row_source.RowSource`) as
+    loaded whole; chunked data (a :class:`~pymc_minibatch_mh.data.row_source.RowSource`) as
     one Dask task per chunk, for which ``task`` must be a module-level function (or a
     ``functools.partial`` of one).
     """
     if isinstance(value, RowSource):
         return chunk_map(value, task)
+    chunk_rows = data_blocks.BLOCK_ROWS if chunk_rows is None else chunk_rows
     return [
         task(value[start : start + chunk_rows], start)
         for start in range(0, value.shape[0], chunk_rows)

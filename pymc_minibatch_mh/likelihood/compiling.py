@@ -21,11 +21,11 @@ import pytensor.tensor as pt
 from pymc.pytensorf import compile as _compile_pymc
 from pytensor.graph.basic import Variable
 
-from pymc_minibatch_mh.file_arrays import portable, restored
+from pymc_minibatch_mh.data.chunked_data import ChunkedRows
+from pymc_minibatch_mh.data.file_arrays import portable, restored
+from pymc_minibatch_mh.data.row_source import RowSource
 from pymc_minibatch_mh.likelihood import function_cache
-from pymc_minibatch_mh.likelihood.chunked_data import ChunkedRows
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors, graph_inputs, rebuild_graph
-from pymc_minibatch_mh.row_source import RowSource
 
 _DATA_TAG = "minibatch_mh_data"
 _seconds = 0.0
@@ -49,7 +49,7 @@ def data_placeholder(var: Variable, value: np.ndarray) -> Variable:
 class _DataRef:
     """The data array a placeholder stands for, held in the placeholder's tag. A compiled
     function pickles its input variables with their tags: this pickles a view of a
-    memory-mapped file as the file (:func:`~pymc_minibatch_mh.file_arrays.portable`)."""
+    memory-mapped file as the file (:func:`~pymc_minibatch_mh.data.file_arrays.portable`)."""
 
     __slots__ = ("value",)
 

@@ -20,10 +20,10 @@ import numpy as np
 import pymc as pm
 from pytensor.graph.basic import Variable
 
+from pymc_minibatch_mh.data.row_source import RowSource
 from pymc_minibatch_mh.likelihood.batching import flagged_rows, on_row_chunks
 from pymc_minibatch_mh.likelihood.glm_families import _dist_params
 from pymc_minibatch_mh.likelihood.graph_tools import data_value
-from pymc_minibatch_mh.row_source import RowSource
 
 #: Magnitude above which a data value is reported as extreme when a row's likelihood is
 #: not finite (squares and exponentials of such values overflow float64).

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, gammaln, log_expit, log_ndtr, logsumexp
 
-from pymc_minibatch_mh.row_design import RowDesign
+from pymc_minibatch_mh.data.row_design import RowDesign
 
 FAMILIES = (
     "bernoulli_logit",
@@ -77,7 +77,7 @@ class LinearPredictorLikelihood:
         One of :data:`FAMILIES`.
     design : ndarray or RowDesign
         Scalar families: ``(N, D)`` with ``eta = design @ q + offset``; the recogniser
-        gives a :class:`~pymc_minibatch_mh.row_design.RowDesign` (the model's
+        gives a :class:`~pymc_minibatch_mh.data.row_design.RowDesign` (the model's
         features, rows formed on demand).
         ``"categorical_logit"``: ``(N, P)`` feature matrix (see ``coef_map``).
     offset : ndarray
@@ -600,7 +600,7 @@ def ordinal_loglik(family: str, eta: np.ndarray, y: np.ndarray, cutpoints) -> np
 
 def _affine_rows(design, offset: np.ndarray, q: np.ndarray, idx) -> np.ndarray:
     """``design[idx] @ q + offset[idx]`` (all rows if ``idx`` is None); a
-    :class:`~pymc_minibatch_mh.row_design.RowDesign` forms its rows on demand."""
+    :class:`~pymc_minibatch_mh.data.row_design.RowDesign` forms its rows on demand."""
     rows = slice(None) if idx is None else np.asarray(idx)
     if isinstance(design, RowDesign):
         return design.dot(q, None if idx is None else rows) + offset[rows]

@@ -11,8 +11,8 @@ from pytensor.scalar.basic import Cast
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.type import TensorType
 
-from pymc_minibatch_mh.likelihood.chunked_data import chunked_source
-from pymc_minibatch_mh.row_source import RowSource
+from pymc_minibatch_mh.data.chunked_data import chunked_source
+from pymc_minibatch_mh.data.row_source import RowSource
 
 try:  # pytensor >= 2.30 / 3.x
     from pytensor.graph.traversal import ancestors, graph_inputs, toposort
@@ -38,8 +38,8 @@ def data_value(var: Variable) -> np.ndarray | RowSource | None:
     """The numpy value of a tensor constant or tensor shared variable, else None.
 
     A dtype cast of one (PyMC casts integer ``pm.Data`` observations) is looked through.
-    A :func:`~pymc_minibatch_mh.likelihood.chunked_data.chunked_data` tensor gives its
-    :class:`~pymc_minibatch_mh.row_source.RowSource` (rows read on demand, not the array).
+    A :func:`~pymc_minibatch_mh.data.chunked_data.chunked_data` tensor gives its
+    :class:`~pymc_minibatch_mh.data.row_source.RowSource` (rows read on demand, not the array).
     """
     if not isinstance(var.type, TensorType):
         return None

@@ -132,8 +132,8 @@ class ColouredSumDerivatives:
 
     @property
     def gathers(self) -> tuple:
-        """The compiled function's chunked-data reads (see :func:`~pymc_minibatch_mh.
-        chunk_pass.row_pass`)."""
+        """The compiled function's chunked-data reads (see
+        :func:`~pymc_minibatch_mh.data.chunk_pass.row_pass`)."""
         return getattr(self.function, "gathers", ())
 
     def __call__(self, x: np.ndarray, idx: np.ndarray):

@@ -12,10 +12,10 @@ from pymc.variational.minibatch_rv import MinibatchRandomVariable
 from pymc.vartypes import discrete_types
 from pytensor.graph.basic import Variable
 
+from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.likelihood.batching import datum_data_inputs, non_finite_entries
 from pymc_minibatch_mh.likelihood.data_support import check_observed_support
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors, data_value, graph_inputs
-from pymc_minibatch_mh.passes import record_rows
 
 # Suffixes of the variables PyMC's Model.make_obs_var creates when `observed=` has NaNs.
 _OBSERVED_SUFFIX = "_observed"

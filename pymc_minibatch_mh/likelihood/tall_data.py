@@ -12,7 +12,9 @@ from pymc.pytensorf import join_nonshared_inputs
 from pytensor.graph.basic import Variable
 from pytensor.graph.replace import clone_replace
 
-from pymc_minibatch_mh.chunk_pass import row_pass
+from pymc_minibatch_mh.data import blocks as data_blocks
+from pymc_minibatch_mh.data.chunk_pass import row_pass
+from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.kernels.target import per_row_in_blocks
 from pymc_minibatch_mh.likelihood.batching import (
     datum_data_inputs,
@@ -31,12 +33,6 @@ from pymc_minibatch_mh.likelihood.inspection import (
     likelihood_value_vars,
 )
 from pymc_minibatch_mh.likelihood.row_checks import checks_per_row
-from pymc_minibatch_mh.passes import record_rows
-
-#: Rows per block of :meth:`TallData.loglik_full`: all N rows are evaluated as a loop over
-#: contiguous row blocks through the gathered (batch) function, so the temporaries (e.g.
-#: float32 data widened to float64, pages of a memory-mapped file) stay O(block), not O(N).
-FULL_PASS_ROWS = 65_536
 
 
 @dataclass(frozen=True)
@@ -118,22 +114,27 @@ class TallData:
     def loglik_full(self, q: np.ndarray) -> np.ndarray:
         """Per-datum log-likelihood of all N rows.
 
-        Up to :data:`FULL_PASS_ROWS` rows in one call of the full-data function; above
-        that, block by block through the gathered function, the one every minibatch uses
-        (the construction check compared it with the full-data function on probe rows);
-        for chunked data as Dask tasks over the chunks (:func:`~pymc_minibatch_mh.
-        chunk_pass.row_pass`).
+        Up to :data:`~pymc_minibatch_mh.data.blocks.BLOCK_ROWS` rows in one call of the
+        full-data function; above that, block by block through the gathered function, the
+        one every minibatch uses (the construction check compared it with the full-data
+        function on probe rows), so the temporaries (float32 data widened to float64, pages
+        of a memory-mapped file) stay one block's size; for chunked data as Dask tasks over
+        the chunks (:func:`~pymc_minibatch_mh.data.chunk_pass.row_pass`).
         """
-        if self.n_data <= FULL_PASS_ROWS:
+        if self.n_data <= data_blocks.BLOCK_ROWS:
             return self._loglik_full_fn(q)
         on_chunks = row_pass(
-            self._loglik_fn, (q,), self.n_data, block_rows=FULL_PASS_ROWS, combine="concatenate"
+            self._loglik_fn,
+            (q,),
+            self.n_data,
+            block_rows=data_blocks.BLOCK_ROWS,
+            combine="concatenate",
         )
         if on_chunks is not None:  # chunked data: one Dask task per chunk
             return on_chunks
         out = None
-        for start in range(0, self.n_data, FULL_PASS_ROWS):
-            stop = min(start + FULL_PASS_ROWS, self.n_data)
+        for start in range(0, self.n_data, data_blocks.BLOCK_ROWS):
+            stop = min(start + data_blocks.BLOCK_ROWS, self.n_data)
             block = self._loglik_fn(q, np.arange(start, stop, dtype=np.int64))
             if out is None:  # the dtype of one full call (float32 under floatX=float32)
                 out = np.empty(self.n_data, dtype=block.dtype)
@@ -299,10 +300,11 @@ def build_tall_data(
 def _self_check(data: TallData, q0: np.ndarray, other_lengths: dict[str, int]) -> None:
     """Compare the gathered graph with the full graph on fixed rows (also warms up JIT).
 
-    Up to :data:`FULL_PASS_ROWS` rows, the full-data graph's values on all rows are the
-    reference; above, the gathered graph's values on the leading ``FULL_PASS_ROWS`` rows
-    (one block, not a pass over N). Either way a graph that reads a statistic of all the
-    rows it is given (e.g. ``x - x.mean(0)``) gives other values on the probe rows alone.
+    Up to :data:`~pymc_minibatch_mh.data.blocks.BLOCK_ROWS` rows, the full-data graph's
+    values on all rows are the reference; above, the gathered graph's values on the
+    leading ``BLOCK_ROWS`` rows (one block, not a pass over N). Either way a graph that
+    reads a statistic of all the rows it is given (e.g. ``x - x.mean(0)``) gives other
+    values on the probe rows alone.
     The comparison runs at a fixed perturbation of ``q0`` (at ``q0`` many coefficients
     are 0 and would hide such a statistic); at ``q0`` itself too only if the perturbed
     point is outside the support. ``other_lengths`` names the data inputs whose leading
@@ -343,8 +345,8 @@ def _self_check(data: TallData, q0: np.ndarray, other_lengths: dict[str, int]) -
 
 class _LeadingRows:
     """The reference log-likelihood of the self-check: all N rows through the full-data
-    function when N is at most :data:`FULL_PASS_ROWS`, else the leading
-    ``FULL_PASS_ROWS`` rows at once through the gathered function. Calls record the rows
+    function when N is at most :data:`~pymc_minibatch_mh.data.blocks.BLOCK_ROWS`, else the
+    leading ``BLOCK_ROWS`` rows at once through the gathered function. Calls record the rows
     they read.
 
     Above that size the full-data graph is not run at all (PyMC pins its length to N):
@@ -353,7 +355,7 @@ class _LeadingRows:
 
     def __init__(self, data: TallData):
         self.data = data
-        self.n_rows = min(data.n_data, FULL_PASS_ROWS)
+        self.n_rows = min(data.n_data, data_blocks.BLOCK_ROWS)
 
     def __call__(self, q: np.ndarray) -> np.ndarray:
         record_rows(self.n_rows, self.data.n_data)

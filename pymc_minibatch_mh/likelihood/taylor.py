@@ -33,13 +33,13 @@ import pytensor.tensor as pt
 from pytensor.compile.mode import get_mode
 from pytensor.graph.replace import clone_replace
 
-from pymc_minibatch_mh.chunk_pass import row_pass
+from pymc_minibatch_mh.data.chunk_pass import row_pass
+from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.kernels.control_variates import TaylorProxy
 from pymc_minibatch_mh.likelihood.batching import probe_indices
 from pymc_minibatch_mh.likelihood.compiling import compile_function, jacobian
 from pymc_minibatch_mh.likelihood.hessian_colouring import compile_coloured_sum_derivatives
 from pymc_minibatch_mh.likelihood.tall_data import TallData, TallGraphs
-from pymc_minibatch_mh.passes import record_rows
 from pymc_minibatch_mh.progress import progress_bar
 
 try:  # pytensor >= 3
@@ -300,7 +300,7 @@ def chunked_taylor_sums(
     """Sum ``derivatives(reference, rows)`` over all rows in chunks: one pass.
 
     When ``derivatives`` reads chunked data (zarr / Dask), the pass over all rows is a
-    Dask computation with one task per chunk (:func:`~pymc_minibatch_mh.chunk_pass.
+    Dask computation with one task per chunk (:func:`~pymc_minibatch_mh.data.chunk_pass.
     row_pass`).
 
     With ``rows`` (a subsample of row indices) the sums run over those rows only and are

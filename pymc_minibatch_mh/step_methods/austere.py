@@ -13,7 +13,8 @@ from pymc_minibatch_mh.kernels.austere import AustereSettings, austere_kernel
 from pymc_minibatch_mh.kernels.austere_design import AustereDesign, design_austere_test
 from pymc_minibatch_mh.kernels.subsample import UsedRows
 from pymc_minibatch_mh.kernels.target import ChainState
-from pymc_minibatch_mh.step_methods.base import COMMON_STATS, HIGH_DIM, MinibatchStep
+from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep
+from pymc_minibatch_mh.step_methods.proposal_mixture import HIGH_DIM
 
 #: Worst-case probability that one default sequential test decides unlike exact MH (up to
 #: HIGH_DIM dimensions; above, it shrinks as sqrt(HIGH_DIM / D), see `default_tolerance`).

@@ -49,12 +49,8 @@ from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.likelihood.glm_families import family_label
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
 from pymc_minibatch_mh.progress import progress_status
-from pymc_minibatch_mh.step_methods.base import (
-    COMMON_STATS,
-    MinibatchStep,
-    MinibatchStepState,
-    block_value_vars,
-)
+from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep, MinibatchStepState
+from pymc_minibatch_mh.step_methods.construction import block_value_vars
 from pymc_minibatch_mh.step_methods.reference import block_position, find_map
 from pymc_minibatch_mh.step_methods.region_check import (
     check_region,

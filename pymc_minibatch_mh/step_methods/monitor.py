@@ -19,12 +19,14 @@ between chains is checked on the returned draws by
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 from pymc.stats.convergence import SamplerWarning, WarningType
 
 from pymc_minibatch_mh.diagnostics.mixing import chain_diagnostics
+from pymc_minibatch_mh.kernels.proposals import ProposalMixture, RandomWalkProposal
 
 #: Post-tuning draw at which the first check runs; later checks at 2x, 4x, ...
 FIRST_CHECK = 200
@@ -228,3 +230,49 @@ def chain_problems(
                 "warn",
             )
     return {kind: warning for kind, warning in found.items() if kind not in tally.reported}
+
+
+class PostTuningChecks:
+    """The checks of :class:`~pymc_minibatch_mh.step_methods.base.MinibatchStep` after
+    tuning (a mixin): the chain's tally at the check points, and the warnings it gives."""
+
+    def _check_chain(self, position: np.ndarray, infos: list) -> SamplerWarning | None:
+        """Count the draw; at the check points report problems (one warning per draw)."""
+        tally = self.post_tuning.add(
+            len(infos),
+            sum(float(info.accepted) for info in infos),
+            sum(float(info.batch_size) for info in infos),
+            position,
+        )
+        if tally.due:
+            noise = None
+            if self.control_variates:
+                noise = (self._ratio_noise(position), self._ratio_noise(self.reference.reference))
+            problems = chain_problems(
+                tally,
+                step_name=type(self).__name__,
+                n_data=self.tall_data.n_data,
+                noise=noise,
+                names=self._block_names,
+                sizes=self._block_sizes,
+                full_data_cause=self.full_data_cause,
+            )
+            tally = tally.checked(set(problems))
+            self._pending_warnings.extend(problems.values())
+        self.post_tuning = tally
+        return self._pending_warnings.pop(0) if self._pending_warnings else None
+
+    def _ratio_noise(self, position: np.ndarray) -> float:
+        """Sd of the control-variate estimate of the log-likelihood ratio from
+        ``NOISE_ROWS`` rows, for a fixed random-walk move from ``position`` (own seed)."""
+        probe = np.random.default_rng(20261123)
+        n = self.tall_data.n_data
+        rows = probe.choice(n, size=min(n, 4 * NOISE_ROWS), replace=False).astype(np.int64)
+        proposal = self.proposal
+        if isinstance(proposal, ProposalMixture):
+            proposal = proposal.random_walk
+        if not isinstance(proposal, RandomWalkProposal):
+            proposal = RandomWalkProposal(self._laplace_chol)
+        moved, _ = proposal(probe, position, self.adaptation.scaling)
+        residuals = self.target.loglik_diff(moved, position, rows) / self.temperature
+        return float(n * np.std(residuals) / math.sqrt(NOISE_ROWS))

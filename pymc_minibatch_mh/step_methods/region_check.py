@@ -24,9 +24,9 @@ from pymc_minibatch_mh.bounds.excluded_mass import (
     grow_until_negligible,
     profile_widened_shape,
 )
+from pymc_minibatch_mh.data.pass_tally import passes_counted_on
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow
 from pymc_minibatch_mh.kernels.proposals import IndependenceProposal, ProposalMixture
-from pymc_minibatch_mh.passes import passes_counted_on
 
 #: A window length no tuning reaches: the spread of all tuning draws.
 WHOLE_TUNING = 2**62

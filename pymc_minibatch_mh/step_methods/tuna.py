@@ -29,6 +29,8 @@ from pymc_minibatch_mh.bounds.taylor_remainder import (
     taylor_remainder_bound,
 )
 from pymc_minibatch_mh.bounds.trust_region import RADIUS_MARGIN, default_radius, grown_shape
+from pymc_minibatch_mh.data import blocks as data_blocks
+from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow
 from pymc_minibatch_mh.kernels.proposals import ProposalMixture
 from pymc_minibatch_mh.kernels.target import ChainState
@@ -47,13 +49,8 @@ from pymc_minibatch_mh.likelihood.graph_tools import ancestors
 from pymc_minibatch_mh.likelihood.linear_predictor import (
     UnsupportedLikelihood,
 )
-from pymc_minibatch_mh.passes import record_rows
-from pymc_minibatch_mh.step_methods.base import (
-    COMMON_STATS,
-    MinibatchStep,
-    MinibatchStepState,
-    normal_with_free_scale,
-)
+from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep, MinibatchStepState
+from pymc_minibatch_mh.step_methods.construction import normal_with_free_scale
 from pymc_minibatch_mh.step_methods.region_check import (
     check_region,
     cover_flat_directions,
@@ -75,10 +72,9 @@ _EXPLICIT_BOUND_HINT = (
 _PILOT_PROPOSALS = 100
 # Bound probes at construction: pairs (q0, q0 + scale * z) around the initial point; a
 # derived (automatic) bound is probed on _PROBE_ROWS random rows, a user-given one on every
-# row, streamed in chunks of _VALIDATION_CHUNK_ROWS (all pairs per chunk: one pass).
+# row, streamed in chunks of data_blocks.BLOCK_ROWS (all pairs per chunk: one pass).
 _PROBE_SCALES = (1e-3, 1e-1, 1.0)
 _PROBE_ROWS = 2000
-_VALIDATION_CHUNK_ROWS = 65_536
 # chi used when every recent (C M)^2 is 0 (e.g. C = 0): the batch is empty whatever chi is.
 _CHI_WHEN_IRRELEVANT = 1.0
 
@@ -535,7 +531,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
             The initial point (inside ``bound.box`` if there is one).
         all_rows : bool
             True: every row, in one streaming pass over chunks of
-            ``_VALIDATION_CHUNK_ROWS`` rows (all pairs per chunk), for user-given bounds,
+            ``BLOCK_ROWS`` rows (all pairs per chunk), for user-given bounds,
             whose constants may be wrong for any single datum. False: ``_PROBE_ROWS``
             random rows, a cheap early warning for derived bounds.
 
@@ -574,7 +570,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         if not pairs:
             return
         if all_rows:
-            size = _VALIDATION_CHUNK_ROWS
+            size = data_blocks.BLOCK_ROWS
             chunks = (np.arange(start, min(start + size, n)) for start in range(0, n, size))
             checked = f"all {n} data points are checked"
             advice = "Increase c[{i}], and check the constants of the other data likewise."

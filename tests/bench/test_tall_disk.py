@@ -40,3 +40,16 @@ def test_streamed_newton_finds_the_posterior_mode(tmp_path, monkeypatch):
     # Negative control: a much tighter prior gives another mode, which the check sees.
     tight = tall_disk.laplace_fit(tmp_path, 3000, prior_sd=np.full(11, 0.01))
     assert np.max(np.abs(tight["mean"] - found.x)) > 1e-2
+
+
+def test_the_container_source_samples_the_files_through_tall_array(tmp_path):
+    """``--source container`` runs the memmaps through ``tall_array``: the same draws as
+    the memmaps in the model, up to the rounding of sums (the container changes how the
+    data are held, not the model; PyMC's observations stay int8 instead of int64)."""
+    tall_disk.write_data(tmp_path, 3000, seed=5)
+    runs = {
+        source: tall_disk.worker("MinibatchBarker", tmp_path, 3000, 30, 30, 1, 2, source)
+        for source in ("container", "memmap")
+    }
+    np.testing.assert_allclose(runs["container"]["mean"], runs["memmap"]["mean"], rtol=1e-10)
+    assert runs["container"]["peak_rss_gb"] > 0

@@ -455,7 +455,7 @@ def test_gamma_free_shape_bounds_hold_on_row_cells(rng):
     """A Gamma multilevel model with a free shape: the trust region is every row cell's
     ellipsoid (one radius per row); the remainder differences stay bounded on it."""
     from pymc_minibatch_mh.bounds.row_cells import CellRegion, row_cells_for
-    from pymc_minibatch_mh.row_design import row_supports
+    from pymc_minibatch_mh.data.row_design import row_supports
 
     data_rng = np.random.default_rng(22)
     group = data_rng.integers(0, 6, N)
@@ -490,7 +490,7 @@ def test_one_sigma_per_group_bounds_hold_on_row_cells(rng):
         likelihood_row_supports,
         row_cells_for,
     )
-    from pymc_minibatch_mh.row_design import row_supports
+    from pymc_minibatch_mh.data.row_design import row_supports
 
     data_rng = np.random.default_rng(23)
     group = data_rng.integers(0, 6, N)

@@ -437,7 +437,7 @@ def test_tuna_kernel_bound_and_index_table_modules_do_not_import_pymc():
     code = (
         "import sys\n"
         "import pymc_minibatch_mh.kernels.tuna, pymc_minibatch_mh.kernels.weighted_index\n"
-        "import pymc_minibatch_mh.row_design\n"
+        "import pymc_minibatch_mh.data.row_design\n"
         "import pymc_minibatch_mh.bounds.lipschitz\n"
         "print(','.join(m for m in ('pymc', 'pytensor') if m in sys.modules))\n"
     )
@@ -446,12 +446,12 @@ def test_tuna_kernel_bound_and_index_table_modules_do_not_import_pymc():
 
 
 def test_large_batches_reach_the_target_in_blocks_of_bounded_size(monkeypatch):
-    """A Poisson batch larger than MAX_ROWS_PER_CALL is evaluated block by block: every
+    """A Poisson batch larger than BLOCK_ROWS is evaluated block by block: every
     call sees at most that many rows, and the values are those of one call."""
-    from pymc_minibatch_mh.kernels import target as target_module
+    from pymc_minibatch_mh.data import blocks as data_blocks
     from pymc_minibatch_mh.kernels.target import per_row_in_blocks
 
-    monkeypatch.setattr(target_module, "MAX_ROWS_PER_CALL", 100)
+    monkeypatch.setattr(data_blocks, "BLOCK_ROWS", 100)
     values = np.random.default_rng(2).normal(size=1000)
     sizes = []
 

@@ -8,8 +8,8 @@ from pymc.pytensorf import make_shared_replacements
 from pytensor.graph.fg import FunctionGraph
 from scipy import stats
 
+from pymc_minibatch_mh.data import blocks as data_blocks
 from pymc_minibatch_mh.likelihood import build_tall_data, likelihood_value_vars
-from pymc_minibatch_mh.likelihood import tall_data as tall_data_module
 from pymc_minibatch_mh.likelihood.batching import gather_rows, per_datum_sum
 from pymc_minibatch_mh.likelihood.graph_tools import data_value
 
@@ -73,12 +73,12 @@ def test_batch_matches_closed_form_and_model_logp(regression_data, rng, as_data,
 
 @pytest.mark.parametrize(("as_data", "dims"), [(False, False), (True, True)])
 def test_full_evaluation_in_row_blocks_equals_one_call(regression_data, monkeypatch, as_data, dims):
-    """Above FULL_PASS_ROWS rows, loglik_full runs block by block (last block short):
+    """Above BLOCK_ROWS rows, loglik_full runs block by block (last block short):
     the same values as one call of the full-data function."""
     x, y = regression_data
     data = _build(_regression(x, y, as_data=as_data, dims=dims), data_dim="obs" if dims else None)
     q = np.array([0.8, -1.5, 0.3, np.log(0.9)])
-    monkeypatch.setattr(tall_data_module, "FULL_PASS_ROWS", 64)
+    monkeypatch.setattr(data_blocks, "BLOCK_ROWS", 64)
     blocked = data.loglik_full(q)
     assert blocked.shape == (N,)
     np.testing.assert_allclose(blocked, data._loglik_full_fn(q), rtol=1e-12)

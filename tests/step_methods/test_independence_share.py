@@ -8,7 +8,7 @@ import pytest
 
 from pymc_minibatch_mh import MinibatchBarker
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow
-from pymc_minibatch_mh.step_methods.base import (
+from pymc_minibatch_mh.step_methods.proposal_mixture import (
     HIGH_DIM,
     HIGH_DIM_P_FLOOR,
     INITIAL_P_INDEPENDENT,

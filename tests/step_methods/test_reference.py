@@ -7,7 +7,7 @@ import pymc as pm
 import pytest
 
 from pymc_minibatch_mh import MinibatchBarker
-from pymc_minibatch_mh.step_methods.base import _unravel
+from pymc_minibatch_mh.step_methods.construction import _unravel
 from pymc_minibatch_mh.step_methods.reference import find_map, free_rv_values
 
 

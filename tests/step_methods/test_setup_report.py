@@ -10,7 +10,7 @@ import pytest
 from pymc_minibatch_mh import Austere, FlyMC, MinibatchBarker, TunaMH
 from pymc_minibatch_mh.likelihood import function_cache
 from pymc_minibatch_mh.likelihood.shared_functions import share_between_steps
-from pymc_minibatch_mh.step_methods.base import setup_cache
+from pymc_minibatch_mh.step_methods.setup_timing import setup_cache
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytensor.tensor as pt
 from pytensor.graph.basic import Apply, Variable
 from pytensor.graph.op import Op
 
-from pymc_minibatch_mh.row_source import RowSource, is_chunked_array
+from pymc_minibatch_mh.data.row_source import RowSource, is_chunked_array
 
 __all__ = ["ChunkedData", "ChunkedRows", "chunked_data", "chunked_source"]
 
@@ -63,7 +63,7 @@ class ChunkedRows(Op):
 
     A minibatch graph reads chunked data through this Op (built by
     :func:`~pymc_minibatch_mh.likelihood.batching.gather_rows`): one call reads the
-    distinct rows of ``idx`` (:class:`~pymc_minibatch_mh.row_source.RowSource`), so only
+    distinct rows of ``idx`` (:class:`~pymc_minibatch_mh.data.row_source.RowSource`), so only
     the chunks holding them. ``idx`` is an integer vector and has no gradient.
     """
 
@@ -116,7 +116,7 @@ def chunked_data(array, name: str | None = None, *, cache_bytes: int | None = No
         Name of the tensor.
     cache_bytes : int, optional
         Bytes of decoded chunks kept in memory, least recently used dropped first
-        (default 256 MB, :data:`~pymc_minibatch_mh.row_source.CACHE_BYTES`). A minibatch
+        (default 256 MB, :data:`~pymc_minibatch_mh.data.row_source.CACHE_BYTES`). A minibatch
         reads every chunk holding one of its rows, so random batches over data much
         larger than the cache decode many chunks per step: give the cache the size of
         the data if it fits in memory, or use an ``np.memmap`` (random rows cost a page

@@ -3,7 +3,7 @@
 A pass evaluates a compiled per-row function ``f(*leading, idx)`` on every row of the
 data. For data held in numpy arrays or ``np.memmap`` the package loops over row blocks in
 the calling thread. When the function reads chunked data
-(:func:`~pymc_minibatch_mh.likelihood.chunked_data.chunked_data`), :func:`row_pass`
+(:func:`~pymc_minibatch_mh.data.chunked_data.chunked_data`), :func:`row_pass`
 instead makes one Dask task per row chunk of the data (each task reads its chunk where it
 runs and evaluates the function on it block by block) and combines the tasks' results in
 one ``dask.compute``: on Dask's threads by default, on a ``dask.distributed`` cluster
@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from pymc_minibatch_mh.row_source import RowSource
+from pymc_minibatch_mh.data.row_source import RowSource
 
 _call_lock = threading.Lock()
 
@@ -105,41 +105,115 @@ def chunk_map(source: RowSource, task: Callable[[np.ndarray, int], object]) -> l
     )
 
 
-def design_pass(design, task: Callable, args: tuple = ()) -> np.ndarray | None:
-    """``task(design[rows], *args)`` (one value per row) over all rows of a
-    :class:`~pymc_minibatch_mh.row_design.RowDesign` whose features are chunked data, as
-    one Dask task per row chunk of those data, the values concatenated; None for any
-    other design (the caller then loops in its own thread).
+def design_map(
+    design,
+    task: Callable,
+    per_row: Sequence = (),
+    args: tuple = (),
+    *,
+    block_rows: int | None = None,
+) -> np.ndarray:
+    """``task(design, rows, *[a[rows] for a in per_row], *args)`` over consecutive row
+    blocks ``rows`` (slices) covering all N rows of ``design``, concatenated along axis 0
+    (one pass; the caller counts it in :mod:`~pymc_minibatch_mh.data.pass_tally`).
 
-    The design is sent to the workers once per pass (one Dask key); each task forms its
-    float64 rows block by block (:func:`~pymc_minibatch_mh.row_design.rows_per_chunk`).
-    ``task`` is plain numpy, so Dask's threads run tasks in parallel.
+    One code path for every kind of data: for a
+    :class:`~pymc_minibatch_mh.data.row_design.RowDesign` whose features are chunked data
+    (zarr, Dask) the blocks run as one Dask task per row chunk of those data (the design
+    and the ``per_row`` arrays are sent to the workers once per pass, each as one Dask
+    key); for anything else (a numpy array, a ``np.memmap``, a design over them) they run
+    in the calling thread. ``task`` must be a module-level function (or a
+    ``functools.partial`` of one): it is sent to the workers.
+
+    Parameters
+    ----------
+    design : ndarray or RowDesign, shape (N, D)
+    task : callable
+        ``task(design, rows, *row_arrays, *args) -> ndarray`` with one entry (or row) per
+        row of the block.
+    per_row : sequence of ndarray
+        Arrays of N rows, sliced with the block for the task.
+    args : tuple
+        Further arguments, the same for every block.
+    block_rows : int, optional
+        Rows per block (default
+        :func:`~pymc_minibatch_mh.data.blocks.rows_per_chunk` of the design's width).
     """
-    from pymc_minibatch_mh.row_design import RowDesign
+    return _over_design(design, task, tuple(per_row), tuple(args), "concatenate", block_rows)
+
+
+def design_sum(
+    design,
+    task: Callable,
+    per_row: Sequence = (),
+    args: tuple = (),
+    *,
+    block_rows: int | None = None,
+) -> tuple:
+    """Like :func:`design_map`, for a task that returns a tuple of sums over its block
+    (floats or arrays): the tuple of their totals over all N rows."""
+    return _over_design(design, task, tuple(per_row), tuple(args), "sum", block_rows)
+
+
+def design_map_sum(
+    design,
+    task: Callable,
+    per_row: Sequence = (),
+    args: tuple = (),
+    *,
+    block_rows: int | None = None,
+) -> tuple[tuple, tuple]:
+    """Like :func:`design_map` and :func:`design_sum` in one pass, for a task that returns
+    ``(per_row_values, sums)``, two tuples: the first's arrays (one entry per row of the
+    block) concatenated over all N rows, the second's totals."""
+    return _over_design(design, task, tuple(per_row), tuple(args), "map_sum", block_rows)
+
+
+def _over_design(design, task, per_row: tuple, args: tuple, combine: str, block_rows):
+    from pymc_minibatch_mh.data.blocks import rows_per_chunk
+
+    step = rows_per_chunk(design.shape[1]) if block_rows is None else max(1, int(block_rows))
+    n_rows = design.shape[0]
+    ranges = _design_chunk_ranges(design)
+    if ranges is None:
+        return _design_block_values(design, 0, n_rows, step, task, per_row, args, combine)
+    import dask
+
+    shared = dask.delayed(design, pure=False, traverse=False)
+    arrays = [dask.delayed(a, pure=False, traverse=False) for a in per_row]
+    call = dask.delayed(_design_chunk_values, pure=False)
+    parts = dask.compute(
+        *[call(shared, start, stop, step, task, arrays, args, combine) for start, stop in ranges]
+    )
+    return _COMBINE[combine](list(parts))
+
+
+def _design_chunk_ranges(design) -> list[tuple[int, int]] | None:
+    """The row ranges of the chunked data a design's features read, or None when they
+    read none (then the pass runs in the calling thread)."""
+    from pymc_minibatch_mh.data.row_design import RowDesign
 
     if not isinstance(design, RowDesign):
         return None
     sources = [b.features for b in design.blocks if isinstance(b.features, RowSource)]
-    if not sources:
-        return None
-    import dask
-
-    shared = dask.delayed(design, pure=False, traverse=False)
-    call = dask.delayed(_design_values, pure=False)
-    parts = dask.compute(
-        *[call(shared, start, stop, task, args) for start, stop in sources[0].row_chunks()]
-    )
-    return _concatenate(list(parts))
+    return sources[0].row_chunks() if sources else None
 
 
-def _design_values(design, start: int, stop: int, task: Callable, args: tuple) -> np.ndarray:
-    """One task of :func:`design_pass`: the rows ``start:stop`` block by block."""
-    from pymc_minibatch_mh.row_design import rows_per_chunk
+def _design_chunk_values(design, start, stop, step, task, per_row, args, combine):
+    """One Dask task of :func:`design_map` / :func:`design_sum` (``per_row`` arrives as a
+    list of arrays)."""
+    return _design_block_values(design, start, stop, step, task, tuple(per_row), args, combine)
 
-    step = rows_per_chunk(design.shape[1])
-    return np.concatenate(
-        [task(design[a : min(a + step, stop)], *args) for a in range(start, stop, step)]
-    )
+
+def _design_block_values(design, start, stop, step, task, per_row: tuple, args: tuple, combine):
+    """The task on the rows ``start:stop`` in blocks of ``step`` rows, combined."""
+    parts = []
+    for a in range(start, stop, step):
+        rows = slice(a, min(a + step, stop))
+        parts.append(task(design, rows, *(array[rows] for array in per_row), *args))
+    if not parts:
+        return {"concatenate": np.empty(0), "sum": (), "map_sum": ((), ())}[combine]
+    return _COMBINE[combine](parts)
 
 
 def _range_values(function, leading: tuple, start: int, stop: int, block_rows: int, combine: str):
@@ -169,4 +243,9 @@ def _sum(parts: list) -> tuple:
     )
 
 
-_COMBINE: dict[str, Callable] = {"concatenate": _concatenate, "sum": _sum}
+def _map_sum(parts: list) -> tuple[tuple, tuple]:
+    mapped = tuple(np.concatenate([p[0][k] for p in parts]) for k in range(len(parts[0][0])))
+    return mapped, _sum([p[1] for p in parts])
+
+
+_COMBINE: dict[str, Callable] = {"concatenate": _concatenate, "sum": _sum, "map_sum": _map_sum}

@@ -17,18 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_minibatch_mh.file_arrays import portable, restored
-
-#: Rows per block of the recogniser's evaluations (one (block,) float64 vector each).
-CHUNK_ROWS = 65_536
-#: Design entries per block of a full-data pass (4 MB of float64): the rows per block
-#: shrink as D grows, so a pass's temporaries do not grow with D.
-CHUNK_ENTRIES = 2**19
-
-
-def rows_per_chunk(width: int) -> int:
-    """Rows per block of a full-data pass over a design with ``width`` columns."""
-    return max(1024, CHUNK_ENTRIES // max(1, int(width)))
+from pymc_minibatch_mh.data.blocks import rows_per_chunk
+from pymc_minibatch_mh.data.file_arrays import portable, restored
 
 
 @dataclass(frozen=True, eq=False)
@@ -279,13 +269,10 @@ class RowDesign:
         ``w`` has shape (D,) or (D, K).
         """
         w = np.asarray(w, dtype=np.float64)
-        if rows is None:
-            out = np.empty((self.n_rows, *w.shape[1:]))
-            step = rows_per_chunk(self.n_cols)
-            for start in range(0, self.n_rows, step):
-                block = slice(start, min(start + step, self.n_rows))
-                out[block] = self.dot(w, block)
-            return out
+        if rows is None:  # a pass, as Dask tasks when the features are chunked data
+            from pymc_minibatch_mh.data.chunk_pass import design_map
+
+            return design_map(self, _dot_rows, args=(w,))
         out = None
         for block in self.blocks:
             features = np.asarray(block.features[rows], dtype=np.float64)
@@ -310,6 +297,11 @@ class RowDesign:
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         whole = self[slice(None)]
         return whole if dtype is None else whole.astype(dtype, copy=False)
+
+
+def _dot_rows(design: RowDesign, rows: slice, w: np.ndarray) -> np.ndarray:
+    """``design[rows] @ w``: one block of :meth:`RowDesign.dot` over all rows."""
+    return design.dot(w, rows)
 
 
 def row_supports(design, max_own: int = 8) -> tuple[np.ndarray, np.ndarray] | None:

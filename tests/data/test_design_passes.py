@@ -1,0 +1,134 @@
+"""Full-data passes over a design: the same sums from numpy rows and from chunked data,
+the latter as one Dask task per chunk, on a LocalCluster's worker processes."""
+
+import numpy as np
+import pytest
+
+from pymc_minibatch_mh.bounds import free_scale, negative_binomial
+from pymc_minibatch_mh.bounds.bohning import untuned_bohning
+from pymc_minibatch_mh.bounds.jaakkola_jordan import map_tuned_jaakkola_jordan
+from pymc_minibatch_mh.bounds.lipschitz import _eta_range, _row_norms
+from pymc_minibatch_mh.bounds.poisson_log import map_tuned_poisson_log
+from pymc_minibatch_mh.bounds.trust_region import TrustRegion
+from pymc_minibatch_mh.data.chunk_pass import design_map, design_sum
+from pymc_minibatch_mh.data.row_design import FeatureBlock, RowDesign
+from pymc_minibatch_mh.data.row_source import RowSource
+
+N, P, CHUNK = 6_000, 4, 1_500  # four chunks of chunked data
+
+
+def _designs(tmp_path, rng):
+    """The same (N, P + 1) design (an intercept column, then the features) over numpy
+    features and over a zarr array of them."""
+    zarr = pytest.importorskip("zarr")
+    x = rng.normal(size=(N, P)).astype(np.float32)
+    stored = zarr.create_array(store=str(tmp_path / "x.zarr"), data=x, chunks=(CHUNK, P))
+    place = np.zeros((P, P + 1))
+    place[np.arange(P), np.arange(1, P + 1)] = 1.0
+    intercept = np.r_[1.0, np.zeros(P)]
+    in_memory = RowDesign(N, P + 1, [FeatureBlock(x, place)], intercept)
+    chunked = RowDesign(N, P + 1, [FeatureBlock(RowSource(stored), place)], intercept)
+    return in_memory, chunked
+
+
+class _Predictor:
+    """A linear predictor ``design @ q`` without an offset (what ``_eta_range`` reads)."""
+
+    def __init__(self, design):
+        self.design, self.offset = design, 0.0
+
+
+def _sum_of_rows(design, rows, weights):
+    return (design[rows].T @ weights, float(weights.sum()))
+
+
+def _passes(design, rng_seed=3):
+    """Every pass of the data layer and of the bounds that reads the design whole."""
+    rng = np.random.default_rng(rng_seed)
+    q = 0.3 * rng.normal(size=P + 1)
+    y = (rng.random(N) < 0.4).astype(np.int8)
+    labels = rng.integers(0, 3, size=N)
+    jj = map_tuned_jaakkola_jordan(design, 0.0, y, q)
+    bohning = untuned_bohning(design, np.zeros((N, 3)), labels, 3)
+    box = (-np.ones(P + 1), np.ones(P + 1))
+    weights = rng.random(N)
+    counts = rng.poisson(2.0, size=N).astype(np.float64)
+    # A negative binomial with a free dispersion (its scale row: the last coordinate) and
+    # a free-scale quadratic with a shared scale direction, from made-up row coefficients.
+    direction = np.r_[np.zeros(P), 1.0]
+    nb = negative_binomial._collapsed(
+        design, np.zeros(N), counts, direction, 0.0, None, q, tuned=True
+    )
+    region = TrustRegion(q, 0.02 * np.eye(P + 1), 3.0)
+    poisson = map_tuned_poisson_log(design, 0.0, counts, q, region)
+    taylor = (rng.normal(size=N), rng.normal(size=N), rng.normal(size=N))
+    curvatures = (rng.random(N), rng.random(N), 0.1 * rng.normal(size=N))
+    scale = free_scale._collapsed_bound(
+        design,
+        direction,
+        q,
+        taylor,
+        curvatures,
+        weight=1.3,
+        region=None,
+        family="t",
+        unbounded=None,
+    )
+    return {
+        "dot": design @ q,
+        "norms": _row_norms(design, None),
+        "eta_range": np.column_stack(_eta_range(_Predictor(design), box)),
+        "design_sum": np.r_[design_sum(design, _sum_of_rows, per_row=(weights,))[0]],
+        "jj_hessian": jj.collapsed.hessian,
+        "jj_value": jj.log_bound_sum(q + 0.1),
+        "bohning_gram": bohning.feature_gram,
+        "bohning_value": bohning.log_bound_sum(np.zeros(3 * (P + 1))),
+        "nb_constants": nb.jj_constant,
+        "nb_value": nb.log_bound_sum(q + 0.1),
+        "free_scale_hessian": scale.collapsed.hessian,
+        "poisson_curvature": poisson.curvature,
+        "poisson_value": poisson.log_bound_sum(q + 0.01),
+    }
+
+
+def test_passes_over_chunked_data_run_on_the_cluster_and_match_numpy(tmp_path, rng, cluster_client):
+    distributed = pytest.importorskip("distributed")
+    in_memory, chunked = _designs(tmp_path, rng)
+    with distributed.get_task_stream(cluster_client) as idle:
+        expected = _passes(in_memory)  # negative control: numpy runs no Dask task
+    with distributed.get_task_stream(cluster_client) as stream:
+        got = _passes(chunked)
+    tasks = [t for t in stream.data if "_design_chunk_values" in str(t["key"])]
+    workers = {t["worker"] for t in tasks}
+    known = set(cluster_client.scheduler_info()["workers"])
+    for name, value in expected.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-9, atol=1e-9, err_msg=name)
+    # Passes over the design (dot, norms, eta range, the generic sum, the JJ, Böhning,
+    # negative binomial, free-scale and Poisson sums, and the products and norms behind
+    # the JJ and Poisson anchors), four chunks each.
+    assert len(tasks) >= 12 * N // CHUNK
+    assert workers and workers <= known
+    assert not idle.data
+
+
+def test_design_map_and_sum_cover_every_row_once_in_blocks(rng):
+    """Blocks of any size: the map returns the rows in order, the sum adds each row once."""
+    x = rng.normal(size=(1_003, 3))
+    values = rng.normal(size=1_003)
+    for block_rows in (1, 7, 500, 5_000):
+        mapped = design_map(x, _rows_times, per_row=(values,), block_rows=block_rows)
+        np.testing.assert_allclose(mapped, x * values[:, None])
+        total, count = design_sum(x, _sum_of_rows, per_row=(values,), block_rows=block_rows)
+        np.testing.assert_allclose(total, x.T @ values)
+        assert count == pytest.approx(values.sum())
+    # Negative control: a task that drops the last row of each block misses rows.
+    short = design_map(x, _all_but_last, block_rows=500)
+    assert short.shape[0] == 1_003 - 3
+
+
+def _rows_times(design, rows, values):
+    return design[rows] * values[:, None]
+
+
+def _all_but_last(design, rows):
+    return design[rows][:-1]
