@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pymc_minibatch_mh.bounds.collapsed import DEFAULT_CHUNK_ENTRIES, chunk_rows
+from pymc_minibatch_mh.bounds.collapsed import DEFAULT_CHUNK_ENTRIES
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
+from pymc_minibatch_mh.data.chunk_pass import design_sum
 from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.data.row_design import RowDesign, design_rows
 
@@ -157,19 +158,18 @@ def exact_normal_likelihood(lp: LinearPredictorLikelihood, q_map: np.ndarray):
     observed = np.asarray(lp.observed, dtype=np.float64) - np.asarray(
         np.broadcast_to(lp.offset, (n,)), dtype=np.float64
     )
-    cross = np.zeros(ndim)
-    gram = np.zeros((ndim, ndim))
-    squares = 0.0
     structured = isinstance(design, RowDesign)
     # A structured design is read as sparse row blocks (a few entries per row): longer
-    # blocks, no dense (n, D) array.
+    # blocks, no dense (n, D) array. One pass (Dask tasks for chunked data).
     width = design.shared_columns.size + len(design.indexed) if structured else ndim
-    for rows in chunk_rows(n, max(width, 1), DEFAULT_CHUNK_ENTRIES):
-        x = design.sparse(rows) if structured else design[rows]
-        r = observed[rows] - x @ q_map
-        squares += float(r @ r)
-        cross += x.T @ r
-        gram += (x.T @ x).toarray() if structured else _gram(x)
+    squares, cross, gram = design_sum(
+        design,
+        _normal_sums,
+        per_row=(observed,),
+        args=(q_map, structured),
+        block_rows=DEFAULT_CHUNK_ENTRIES // max(width, 1),
+    )
+    squares = float(squares)
     record_rows(n, n)
     if not (math.isfinite(squares) and np.all(np.isfinite(gram))):
         raise UnsupportedBound("The Normal likelihood's sums are not finite for these data.")
@@ -188,6 +188,15 @@ def exact_normal_likelihood(lp: LinearPredictorLikelihood, q_map: np.ndarray):
 #: Rows with at most this share of nonzero entries (group indicators of a multilevel
 #: design) have their Gram matrix formed as a sparse product.
 SPARSE_SHARE = 0.1
+
+
+def _normal_sums(design, rows: slice, observed, q_map, structured: bool) -> tuple:
+    """The rows' part of the sufficient statistics at ``q_map``: ``sum r^2``, ``X^T r``
+    and ``X^T X`` (``r`` the residuals)."""
+    x = design.sparse(rows) if structured else design[rows]
+    r = observed - x @ q_map
+    gram = (x.T @ x).toarray() if structured else _gram(x)
+    return float(r @ r), x.T @ r, gram
 
 
 def _gram(x: np.ndarray) -> np.ndarray:

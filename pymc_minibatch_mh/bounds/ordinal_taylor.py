@@ -55,12 +55,12 @@ from pymc_minibatch_mh.bounds.collapsed import (
     CollapsedQuadratic,
     OverDesignRows,
     as_design,
-    chunk_rows,
 )
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
 from pymc_minibatch_mh.bounds.ordinal_curvature import ordinal_derivatives
 from pymc_minibatch_mh.bounds.row_cells import CellRegion, RowCells
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
+from pymc_minibatch_mh.data.chunk_pass import design_map, design_sum
 from pymc_minibatch_mh.data.pass_tally import record_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -244,11 +244,12 @@ class OrdinalQuadraticBound(OverDesignRows):
         chol = region.chol
         wl = self.cut_gradients @ chol
         ww = np.einsum("ij,ij->i", wl, wl)
-        out = np.empty(self.n_data)
-        for rows in chunk_rows(self.n_data, self.ndim, DEFAULT_CHUNK_ENTRIES):
-            block = np.asarray(self.design[rows], dtype=np.float64) @ chol
-            xx = np.einsum("ij,ij->i", block, block)
-            out[rows] = 2.0 * (xx + np.max(ww))
+        out = design_map(
+            self.design,
+            _doubled_whitened_norms,
+            args=(chol, float(np.max(ww))),
+            block_rows=DEFAULT_CHUNK_ENTRIES // max(1, self.ndim),
+        )
         record_rows(self.n_data, self.n_data)
         return out
 
@@ -337,6 +338,28 @@ def map_tuned_ordinal(
     return _collapsed(parts, unbounded if unbounded.any() else None)
 
 
+def _doubled_whitened_norms(design, rows: slice, chol, max_ww: float) -> np.ndarray:
+    """``2 (||L^T x_i||^2 + max_j ||L^T w_j||^2)`` of the rows ``rows``."""
+    block = np.asarray(design[rows], dtype=np.float64) @ chol
+    return 2.0 * (np.einsum("ij,ij->i", block, block) + max_ww)
+
+
+def _ordinal_sums(design, rows: slice, w_ee, h_ab, upper, lower, on_u, on_l, k1) -> tuple:
+    """The rows' part of the ordinal bound's sums: ``sum x x^T w_ee``, ``sum x (h_a +
+    h_b)`` (``h_ab`` here) and, per cutpoint, the sums of ``x`` weighted by the terms on
+    its upper and lower side."""
+    x = np.asarray(design[rows], dtype=np.float64)
+    x_on_u = np.zeros((k1, x.shape[1]))
+    x_on_l = np.zeros((k1, x.shape[1]))
+    for j in range(k1):
+        mine_u, mine_l = upper == j, lower == j
+        if mine_u.any():
+            x_on_u[j] = x[mine_u].T @ on_u[mine_u]
+        if mine_l.any():
+            x_on_l[j] = x[mine_l].T @ on_l[mine_l]
+    return x.T @ (x * w_ee[:, None]), x.T @ h_ab, x_on_u, x_on_l
+
+
 def _collapsed(bound: OrdinalQuadraticBound, unbounded) -> OrdinalQuadraticBound:
     """``bound`` with its rows' quadratics (those not ``unbounded``) summed into the
     collapsed statistics (module docstring), one pass over the rows."""
@@ -349,25 +372,18 @@ def _collapsed(bound: OrdinalQuadraticBound, unbounded) -> OrdinalQuadraticBound
     value, cubic = keep * bound.value, keep * bound.cubic
     upper, lower = bound.upper, bound.lower
     has_u, has_l = upper >= 0, lower >= 0
-    hess = np.zeros((ndim, ndim))
-    grad_x = np.zeros(ndim)
-    # Per cutpoint j: sum of x_n weighted by the e.u_j terms, and scalar sums.
-    x_on_u = np.zeros((k1, ndim))
-    x_on_l = np.zeros((k1, ndim))
     w_ee = h_aa + 2.0 * h_ab + h_bb
     on_u = np.where(has_u, h_aa + h_ab, 0.0)
     on_l = np.where(has_l, h_ab + h_bb, 0.0)
-    for rows in chunk_rows(n, ndim, DEFAULT_CHUNK_ENTRIES):
-        x = np.asarray(bound.design[rows], dtype=np.float64)
-        hess += x.T @ (x * w_ee[rows][:, None])
-        grad_x += x.T @ (h_a[rows] + h_b[rows])
-        for j in range(k1):
-            mine_u = upper[rows] == j
-            mine_l = lower[rows] == j
-            if mine_u.any():
-                x_on_u[j] += x[mine_u].T @ on_u[rows][mine_u]
-            if mine_l.any():
-                x_on_l[j] += x[mine_l].T @ on_l[rows][mine_l]
+    # One pass (Dask tasks for a design over chunked data); per cutpoint j the sums of
+    # x_n weighted by the e.u_j terms.
+    hess, grad_x, x_on_u, x_on_l = design_sum(
+        bound.design,
+        _ordinal_sums,
+        per_row=(w_ee, h_a + h_b, upper, lower, on_u, on_l),
+        args=(k1,),
+        block_rows=DEFAULT_CHUNK_ENTRIES // max(1, ndim),
+    )
     record_rows(n, n)
     w = bound.cut_gradients
     mixed = (x_on_u + x_on_l).T @ w  # sum_j (x-sums) w_j^T

@@ -637,24 +637,27 @@ def _three_channel_constants(lp: LinearPredictorLikelihood, region: TrustRegion)
     n = design.shape[0]
     lz = shared_channel_rows(lp) @ chol  # whitened rows of log alpha and logit psi
     zz = lz @ lz.T
-    op_norm_sq = np.empty(n)
-    xsx = np.empty(n)
-    gram = np.empty((min(n, data_blocks.BLOCK_ROWS), 3, 3))
-    gram[:, 1:, 1:] = zz
     record_rows(n, n)
-    for start in range(0, n, data_blocks.BLOCK_ROWS):
-        rows = slice(start, start + data_blocks.BLOCK_ROWS)
-        block = design[rows] @ chol
-        m = block.shape[0]
-        g = gram[:m]
-        g[:, 0, 0] = np.einsum("ij,ij->i", block, block)
-        g[:, 0, 1:] = g[:, 1:, 0] = block @ lz.T
-        xsx[rows] = g[:, 0, 0]
-        op_norm_sq[rows] = np.linalg.eigvalsh(g)[:, -1]
+    both = design_map(
+        design, _three_channel_norms, args=(chol, lz, zz), block_rows=data_blocks.BLOCK_ROWS
+    )
+    xsx, op_norm_sq = both[:, 0], both[:, 1]
     entries, _, _ = three_channel_entries(lp, region, np.sqrt(xsx))
     t3 = frobenius(entries, (lp.free_scale, lp.free_odds))
     with np.errstate(over="ignore", invalid="ignore"):
         return 0.5 * t3 * np.maximum(op_norm_sq, 0.0) ** 1.5
+
+
+def _three_channel_norms(design, rows: slice, chol, lz, zz) -> np.ndarray:
+    """``(x_i' S x_i, ||A_i L||_2^2)`` of the rows ``rows``: the linear predictor's
+    whitened length and the largest eigenvalue of the 3 x 3 Gram matrix of the row's
+    three whitened channels (``lz``: the shared rows, ``zz`` their Gram matrix)."""
+    block = design[rows] @ chol
+    gram = np.empty((block.shape[0], 3, 3))
+    gram[:, 1:, 1:] = zz
+    gram[:, 0, 0] = np.einsum("ij,ij->i", block, block)
+    gram[:, 0, 1:] = gram[:, 1:, 0] = block @ lz.T
+    return np.column_stack([gram[:, 0, 0], np.linalg.eigvalsh(gram)[:, -1]])
 
 
 def shared_channel_rows(lp) -> np.ndarray:
@@ -719,6 +722,22 @@ def _log_param_ranges(lp, centre: np.ndarray, halves) -> tuple:
     return tuple(ranges)
 
 
+def _ordinal_reaches(
+    design, rows: slice, upper, lower, has_upper, has_lower, chol, lw, ww, moved, rho
+) -> np.ndarray:
+    """``(rho ||L^T x_i||, sum over the row's two cutpoints j of (||L^T (w_j - x_i)|| +
+    moved_j)^2)`` of the rows ``rows`` (the cutpoints present for the row's level)."""
+    block = design[rows] @ chol
+    xx = np.einsum("ij,ij->i", block, block)
+    xw = block @ lw.T
+    local = np.arange(xx.size)
+    p_sq = np.zeros(xx.size)
+    for j, present in ((upper, has_upper), (lower, has_lower)):
+        norm = np.sqrt(np.maximum(ww[j] - 2.0 * xw[local, j] + xx, 0.0)) + moved[j]
+        p_sq += np.where(present, norm * norm, 0.0)
+    return np.column_stack([rho * np.sqrt(xx), p_sq])
+
+
 def _ordinal_constants(lp: LinearPredictorLikelihood, region: TrustRegion) -> np.ndarray:
     """``c_i = K_i / 2`` for an ordinal likelihood, ``K_i`` bounding
     ``|D^3 l_i [v, v, v]|`` over the region for ``||L^{-1} v|| = 1``.
@@ -773,18 +792,14 @@ def _ordinal_constants(lp: LinearPredictorLikelihood, region: TrustRegion) -> np
     record_rows(2 * n, n)
     upper, lower = np.clip(y, 0, k1 - 1), np.clip(y - 1, 0, k1 - 1)
     has_upper, has_lower = y <= k1 - 1, y >= 1
-    p_sq = np.zeros(n)
-    eta_reach = np.empty(n)
-    for start in range(0, n, data_blocks.BLOCK_ROWS):
-        rows = slice(start, start + data_blocks.BLOCK_ROWS)
-        block = design[rows] @ chol
-        xx = np.einsum("ij,ij->i", block, block)
-        xw = block @ lw.T
-        eta_reach[rows] = rho * np.sqrt(xx)
-        local = np.arange(xx.size)
-        for j, present in ((upper[rows], has_upper[rows]), (lower[rows], has_lower[rows])):
-            norm = np.sqrt(np.maximum(ww[j] - 2.0 * xw[local, j] + xx, 0.0)) + moved[j]
-            p_sq[rows] += np.where(present, norm * norm, 0.0)
+    both = design_map(
+        design,
+        _ordinal_reaches,
+        per_row=(upper, lower, has_upper, has_lower),
+        args=(chol, lw, ww, moved, rho),
+        block_rows=data_blocks.BLOCK_ROWS,
+    )
+    eta_reach, p_sq = both[:, 0], both[:, 1]
 
     def over_channels(per_cutpoint):
         up = np.where(has_upper, per_cutpoint[upper] ** 2, 0.0)

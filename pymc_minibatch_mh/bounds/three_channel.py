@@ -50,11 +50,11 @@ from pymc_minibatch_mh.bounds.collapsed import (
     CollapsedQuadratic,
     OverDesignRows,
     as_design,
-    chunk_rows,
 )
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound, _row_norms
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.bounds.zinb_curvature import ENTRIES, channel_derivatives
+from pymc_minibatch_mh.data.chunk_pass import design_sum
 from pymc_minibatch_mh.data.pass_tally import record_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -271,6 +271,13 @@ def _slack_terms(entries, reaches, free) -> list:
     return out
 
 
+def _channel_sums(design, rows: slice, slope_eta, curvature_eta, cross) -> tuple:
+    """The rows' part of the linear predictor's gradient and Hessian and of ``sum x_n
+    cross_n`` (two columns: the shared channels)."""
+    x = np.asarray(design[rows], dtype=np.float64)
+    return x.T @ slope_eta, -(x.T @ (x * curvature_eta[:, None])), x.T @ cross
+
+
 def _collapsed(
     design, shared, centre, taylor, curvatures, *, region, family, unbounded
 ) -> SharedChannelsQuadraticBound:
@@ -287,14 +294,13 @@ def _collapsed(
 
     value, slope_eta, slope_shared = (kept(part) for part in taylor)
     curvature_eta, cross, curvature_shared = (kept(part) for part in curvatures)
-    grad = np.zeros(ndim)
-    hess = np.zeros((ndim, ndim))
-    cross_sum = np.zeros((ndim, 2))
-    for rows in chunk_rows(n, ndim, DEFAULT_CHUNK_ENTRIES):
-        x = np.asarray(design[rows], dtype=np.float64)
-        grad += x.T @ slope_eta[rows]
-        hess -= x.T @ (x * curvature_eta[rows][:, None])
-        cross_sum += x.T @ cross[rows]
+    # One pass (Dask tasks for a design over chunked data).
+    grad, hess, cross_sum = design_sum(
+        design,
+        _channel_sums,
+        per_row=(slope_eta, curvature_eta, cross),
+        block_rows=DEFAULT_CHUNK_ENTRIES // max(1, ndim),
+    )
     record_rows(n, n)
     grad += shared.T @ slope_shared.sum(axis=0)
     mixed = cross_sum @ shared

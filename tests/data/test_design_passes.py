@@ -2,8 +2,10 @@
 the latter as one Dask task per chunk, on a LocalCluster's worker processes."""
 
 import numpy as np
+import pymc as pm
 import pytest
 
+from pymc_minibatch_mh import TunaMH, chunked_data
 from pymc_minibatch_mh.bounds import free_scale, negative_binomial
 from pymc_minibatch_mh.bounds.bohning import untuned_bohning
 from pymc_minibatch_mh.bounds.jaakkola_jordan import map_tuned_jaakkola_jordan
@@ -132,3 +134,63 @@ def _rows_times(design, rows, values):
 
 def _all_but_last(design, rows):
     return design[rows][:-1]
+
+
+def _family_model(x, kind: str, rng):
+    """A model over covariates ``x`` (an array, or a chunked_data tensor of the same
+    values) whose default TunaMH() reads them in a pass of the bounds: a Normal with a
+    free sigma (summed exactly), an ordered logistic (ordinal constants), a zero-inflated
+    negative binomial with free alpha and psi (three-channel constants)."""
+    values = np.asarray(x.eval() if hasattr(x, "eval") else x, dtype=np.float64)
+    eta = values @ np.array([0.5, -0.3, 0.2, 0.1])
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        if kind == "normal":
+            sigma = pm.HalfNormal("sigma", 2.0)
+            y = eta + rng.normal(size=N)
+            pm.Normal("y", x @ beta, sigma, observed=y)
+        elif kind == "ordinal":
+            cuts = pm.Normal(
+                "cuts",
+                0,
+                3,
+                shape=2,
+                transform=pm.distributions.transforms.ordered,
+                initval=np.array([-1.0, 1.0]),
+            )
+            y = np.digitize(eta + rng.logistic(size=N), [-1.0, 1.0])
+            pm.OrderedLogistic("y", eta=x @ beta, cutpoints=cuts, observed=y)
+        else:
+            alpha = pm.Exponential("alpha", 0.5)
+            psi = pm.Beta("psi", 2, 2)
+            mu = np.exp(1.0 + eta)
+            counts = rng.negative_binomial(3.0, 3.0 / (3.0 + mu))
+            y = np.where(rng.random(N) < 0.7, counts, 0)
+            pm.ZeroInflatedNegativeBinomial(
+                "y", psi=psi, mu=pm.math.exp(x @ beta), alpha=alpha, observed=y
+            )
+    return model
+
+
+@pytest.mark.slow  # 3-7 minutes: three TunaMH() constructions with their passes on a cluster
+@pytest.mark.parametrize("kind", ["normal", "ordinal", "zinb"])
+def test_the_remaining_bound_passes_run_on_the_cluster(tmp_path, kind, cluster_client):
+    """The Normal likelihood's sufficient statistics and TunaMH's ordinal and
+    three-channel constants over chunked covariates: Dask tasks on the cluster, the
+    values of the in-memory model (controls: the in-memory model runs no such task)."""
+    distributed = pytest.importorskip("distributed")
+    zarr = pytest.importorskip("zarr")
+    x = np.random.default_rng(5).normal(size=(N, P)).astype(np.float32)
+    stored = zarr.create_array(store=str(tmp_path / "x.zarr"), data=x, chunks=(CHUNK, P))
+    steps = {}
+    for name, data in (("memory", x), ("chunked", chunked_data(stored))):
+        with distributed.get_task_stream(cluster_client) as stream:
+            with _family_model(data, kind, np.random.default_rng(6)):
+                steps[name] = TunaMH(progressbar=False)
+        steps[name + "_tasks"] = [t for t in stream.data if "_design_chunk_values" in str(t["key"])]
+    assert len(steps["chunked_tasks"]) >= N // CHUNK and not steps["memory_tasks"]
+    memory, chunked = steps["memory"], steps["chunked"]
+    if kind == "normal":  # summed exactly: no row constants, the sums instead
+        np.testing.assert_allclose(chunked._exact_sum.gram, memory._exact_sum.gram, rtol=1e-9)
+    else:
+        np.testing.assert_allclose(chunked.bound.c, memory.bound.c, rtol=1e-9)
