@@ -17,6 +17,8 @@ likelihood engine, the bounds or the step methods (a test checks the import grap
   row block by row block;
 * :mod:`~pymc_minibatch_mh.data.chunk_pass`: full-data passes over row blocks, as Dask
   tasks when the data are chunked;
+* :mod:`~pymc_minibatch_mh.data.row_scan`: scans of data arrays by row chunks (non-finite
+  entries, flagged rows);
 * :mod:`~pymc_minibatch_mh.data.pass_tally`: the process-wide count of full-data passes.
 
 Nothing is imported here, so that the pure-numpy kernels can read

@@ -83,6 +83,21 @@ def row_pass(
     return _COMBINE[combine](list(parts))
 
 
+def all_rows(function, leading: Sequence, n_rows: int, *, block_rows: int) -> np.ndarray:
+    """``function(*leading, idx)`` (one value per row) for every row, in row order: a
+    :func:`row_pass` for a function that reads chunked data, else blocks of
+    ``block_rows`` rows in the calling thread (one pass either way)."""
+    on_chunks = row_pass(function, leading, n_rows, block_rows=block_rows, combine="concatenate")
+    if on_chunks is not None:
+        return on_chunks
+    return _concatenate(
+        [
+            function(*leading, np.arange(a, min(a + block_rows, n_rows), dtype=np.int64))
+            for a in range(0, n_rows, block_rows)
+        ]
+    )
+
+
 def chunk_map(source: RowSource, task: Callable[[np.ndarray, int], object]) -> list:
     """``task(rows, first_row)`` on every row chunk of ``source``, as one Dask computation.
 

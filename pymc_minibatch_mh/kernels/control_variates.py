@@ -27,6 +27,8 @@ from typing import Protocol
 
 import numpy as np
 
+from pymc_minibatch_mh.data import blocks as data_blocks
+from pymc_minibatch_mh.data.chunk_pass import all_rows
 from pymc_minibatch_mh.kernels.target import TallTarget, per_row_in_blocks
 
 
@@ -149,6 +151,13 @@ class ControlVariateTarget(_BaseTargetPassThrough):
         return per_row_in_blocks(
             self.residual_diff, self._x(q_new), self._x(q_old), self.proxy.reference, idx=idx
         )
+
+    def loglik_diff_full(self, q_new: np.ndarray, q_old: np.ndarray) -> np.ndarray:
+        """:meth:`loglik_diff` of every row, in one pass (Dask tasks when the residual
+        function reads chunked data)."""
+        leading = (self._x(q_new), self._x(q_old), self.proxy.reference)
+        n_data = self.base.n_data
+        return all_rows(self.residual_diff, leading, n_data, block_rows=data_blocks.BLOCK_ROWS)
 
     def diff_offset(self, q_new: np.ndarray, q_old: np.ndarray) -> float:
         return self.proxy.diff(self._x(q_new), self._x(q_old))

@@ -20,8 +20,8 @@ import numpy as np
 import pymc as pm
 from pytensor.graph.basic import Variable
 
+from pymc_minibatch_mh.data.row_scan import flagged_rows, on_row_chunks
 from pymc_minibatch_mh.data.row_source import RowSource
-from pymc_minibatch_mh.likelihood.batching import flagged_rows, on_row_chunks
 from pymc_minibatch_mh.likelihood.glm_families import _dist_params
 from pymc_minibatch_mh.likelihood.graph_tools import data_value
 

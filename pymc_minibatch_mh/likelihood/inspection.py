@@ -13,7 +13,8 @@ from pymc.vartypes import discrete_types
 from pytensor.graph.basic import Variable
 
 from pymc_minibatch_mh.data.pass_tally import record_rows
-from pymc_minibatch_mh.likelihood.batching import datum_data_inputs, non_finite_entries
+from pymc_minibatch_mh.data.row_scan import non_finite_entries
+from pymc_minibatch_mh.likelihood.batching import datum_data_inputs
 from pymc_minibatch_mh.likelihood.data_support import check_observed_support
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors, data_value, graph_inputs
 

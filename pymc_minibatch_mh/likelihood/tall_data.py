@@ -13,7 +13,7 @@ from pytensor.graph.basic import Variable
 from pytensor.graph.replace import clone_replace
 
 from pymc_minibatch_mh.data import blocks as data_blocks
-from pymc_minibatch_mh.data.chunk_pass import row_pass
+from pymc_minibatch_mh.data.chunk_pass import all_rows, row_pass
 from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.kernels.target import per_row_in_blocks
 from pymc_minibatch_mh.likelihood.batching import (
@@ -106,6 +106,12 @@ class TallData:
         """``loglik(q_new, idx) - loglik(q_old, idx)`` in one compiled call (per block of
         rows for a very large ``idx``)."""
         return per_row_in_blocks(self._loglik_diff_fn, q_new, q_old, idx=idx)
+
+    def loglik_diff_full(self, q_new: np.ndarray, q_old: np.ndarray) -> np.ndarray:
+        """:meth:`loglik_diff` of every row, in one pass (Dask tasks for chunked data)."""
+        return all_rows(
+            self._loglik_diff_fn, (q_new, q_old), self.n_data, block_rows=data_blocks.BLOCK_ROWS
+        )
 
     def diff_offset(self, q_new: np.ndarray, q_old: np.ndarray) -> float:
         """0: every term of the log-likelihood ratio is in :meth:`loglik_diff`."""

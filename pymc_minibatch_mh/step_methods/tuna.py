@@ -29,7 +29,6 @@ from pymc_minibatch_mh.bounds.taylor_remainder import (
     taylor_remainder_bound,
 )
 from pymc_minibatch_mh.bounds.trust_region import RADIUS_MARGIN, default_radius, grown_shape
-from pymc_minibatch_mh.data import blocks as data_blocks
 from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow
 from pymc_minibatch_mh.kernels.proposals import ProposalMixture
@@ -72,7 +71,7 @@ _EXPLICIT_BOUND_HINT = (
 _PILOT_PROPOSALS = 100
 # Bound probes at construction: pairs (q0, q0 + scale * z) around the initial point; a
 # derived (automatic) bound is probed on _PROBE_ROWS random rows, a user-given one on every
-# row, streamed in chunks of data_blocks.BLOCK_ROWS (all pairs per chunk: one pass).
+# row (one pass per pair, as Dask tasks for chunked data).
 _PROBE_SCALES = (1e-3, 1e-1, 1.0)
 _PROBE_ROWS = 2000
 # chi used when every recent (C M)^2 is 0 (e.g. C = 0): the batch is empty whatever chi is.
@@ -530,10 +529,9 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         q0 : ndarray
             The initial point (inside ``bound.box`` if there is one).
         all_rows : bool
-            True: every row, in one streaming pass over chunks of
-            ``BLOCK_ROWS`` rows (all pairs per chunk), for user-given bounds,
-            whose constants may be wrong for any single datum. False: ``_PROBE_ROWS``
-            random rows, a cheap early warning for derived bounds.
+            True: every row, one pass per pair (as Dask tasks for chunked data), for
+            user-given bounds, whose constants may be wrong for any single datum. False:
+            ``_PROBE_ROWS`` random rows, a cheap early warning for derived bounds.
 
         Pairs whose second point is outside the prior support are skipped (the kernel
         never evaluates them); with a box, the second point is clipped into it; with a
@@ -569,9 +567,11 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
             pairs.append((pair, q_new, PairBound.between(bound, self._untuned_table, q0, q_new)))
         if not pairs:
             return
+        target = self.target
+        full_pass = getattr(target, "loglik_diff_full", None)
         if all_rows:
-            size = data_blocks.BLOCK_ROWS
-            chunks = (np.arange(start, min(start + size, n)) for start in range(0, n, size))
+            # Every row, one pass per pair (Dask tasks for chunked data).
+            chunks = (np.arange(n),)
             checked = f"all {n} data points are checked"
             advice = "Increase c[{i}], and check the constants of the other data likewise."
         else:
@@ -579,10 +579,13 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
             chunks = (rows,)
             checked = f"{rows.size} of {n} data points are spot-checked"
             advice = "The derived bound is wrong for this model: please report it."
-        target = self.target
         for idx in chunks:
             for pair, q_new, pair_bound in pairs:
-                diff = np.abs(np.asarray(target.loglik_diff(q_new, q0, idx), dtype=np.float64))
+                if all_rows and full_pass is not None:
+                    diff = full_pass(q_new, q0)
+                else:
+                    diff = target.loglik_diff(q_new, q0, idx)
+                diff = np.abs(np.asarray(diff, dtype=np.float64))
                 record_rows(idx.size, n)
                 limit = pair_bound.row_bounds(idx)
                 if bound.exact_rows is not None:  # evaluated exactly, never drawn

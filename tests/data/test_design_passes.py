@@ -194,3 +194,29 @@ def test_the_remaining_bound_passes_run_on_the_cluster(tmp_path, kind, cluster_c
         np.testing.assert_allclose(chunked._exact_sum.gram, memory._exact_sum.gram, rtol=1e-9)
     else:
         np.testing.assert_allclose(chunked.bound.c, memory.bound.c, rtol=1e-9)
+
+
+def test_a_user_bound_is_checked_on_every_row_on_the_cluster(tmp_path, cluster_client):
+    """TunaMH's check of a user-given bound reads every row once per probe pair: over
+    chunked data, as Dask tasks on the cluster; a row with too small a constant is found
+    there (control)."""
+    distributed = pytest.importorskip("distributed")
+    zarr = pytest.importorskip("zarr")
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(N, 1)).astype(np.float32)
+    y = (rng.random(N) < 1.0 / (1.0 + np.exp(-(0.3 + x[:, 0])))).astype(np.int8)
+    stored = zarr.create_array(store=str(tmp_path / "x.zarr"), data=x, chunks=(CHUNK, 1))
+    with pm.Model():
+        alpha = pm.Normal("alpha", 0, 5)
+        beta = pm.Normal("beta", 0, 5)
+        pm.Bernoulli("y", logit_p=alpha + beta * chunked_data(stored)[:, 0], observed=y)
+        c = np.sqrt(1.0 + x[:, 0].astype(np.float64) ** 2)  # ||(1, x_i)||: valid
+        step = TunaMH(c=c, proposal="rw", progressbar=False)
+        with distributed.get_task_stream(cluster_client) as stream:
+            step._probe_bound(step.bound, np.zeros(2), all_rows=True)
+        too_small = c.copy()
+        too_small[4_321] *= 1e-3
+        with pytest.raises(ValueError, match="datum 4321 "):
+            TunaMH(c=too_small, proposal="rw", progressbar=False)
+    tasks = [t for t in stream.data if "_range_values" in str(t["key"])]
+    assert len(tasks) == 3 * N // CHUNK  # three probe pairs, four chunks each

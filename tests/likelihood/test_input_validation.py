@@ -11,8 +11,8 @@ from pymc.pytensorf import make_shared_replacements
 import pymc_minibatch_mh.likelihood.tall_data as tall_data_module
 import pymc_minibatch_mh.step_methods.base as step_base
 from pymc_minibatch_mh import Austere, MinibatchBarker
+from pymc_minibatch_mh.data.row_scan import non_finite_entries
 from pymc_minibatch_mh.likelihood import build_tall_data
-from pymc_minibatch_mh.likelihood.batching import non_finite_entries
 from pymc_minibatch_mh.likelihood.inspection import imputed_counterpart
 
 N = 400

@@ -18,7 +18,6 @@ from pymc_minibatch_mh.diagnostics import sample_stats as _stats
 from pymc_minibatch_mh.diagnostics.groups import group
 from pymc_minibatch_mh.kernels.tuna import BoundViolation
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
-from pymc_minibatch_mh.likelihood.tall_data import TallData
 from pymc_minibatch_mh.step_methods.tuna import TunaMH
 
 N = N_DATA
@@ -205,20 +204,18 @@ def test_user_bound_is_checked_on_every_row_at_construction(monkeypatch):
         step = TunaMH(c=c, proposal="rw")
     assert step.bound.C == pytest.approx(c.sum())  # the user's bound is the one used
 
-    # One pass over the data: each chunk of at most 65,536 rows is read once per probe
-    # pair (3 pairs), chunk after chunk; never more rows than one chunk at a time.
+    # One pass over the data per probe pair (3 pairs): each block of at most 65,536 rows
+    # is read once per pair, block after block; never more rows than one block at a time.
     calls = []
-    original = TallData.loglik_diff
+    original = step.tall_data._loglik_diff_fn
 
-    def recording(self, q_new, q_old, idx):
+    def recording(q_new, q_old, idx):
         calls.append(np.asarray(idx).copy())
-        return original(self, q_new, q_old, idx)
+        return original(q_new, q_old, idx)
 
-    monkeypatch.setattr(TallData, "loglik_diff", recording)
+    monkeypatch.setattr(step.tall_data, "_loglik_diff_fn", recording)
     step._probe_bound(step.bound, np.zeros(2), all_rows=True)
-    assert [(int(idx[0]), idx.size) for idx in calls] == [(0, 65_536)] * 3 + [
-        (65_536, n - 65_536)
-    ] * 3
+    assert [(int(idx[0]), idx.size) for idx in calls] == [(0, 65_536), (65_536, n - 65_536)] * 3
     assert all(np.array_equal(idx, np.arange(idx[0], idx[0] + idx.size)) for idx in calls)
 
 
