@@ -74,13 +74,6 @@ class CollapsedQuadratic:
         return self.gradient_at_centre + self.hessian @ d
 
 
-def chunk_rows(n_rows: int, width: int, chunk_entries: int = DEFAULT_CHUNK_ENTRIES):
-    """Yield slices covering ``range(n_rows)``, each about ``chunk_entries / width`` rows long."""
-    step = max(1, chunk_entries // max(1, width))
-    for start in range(0, n_rows, step):
-        yield slice(start, min(start + step, n_rows))
-
-
 def as_design(design: np.ndarray) -> np.ndarray:
     """The design matrix as a C-contiguous float64 ``(N, D)`` array (no copy if it already is),
     or a :class:`~pymc_minibatch_mh.data.row_design.RowDesign` unchanged."""

@@ -88,14 +88,16 @@ def all_rows(function, leading: Sequence, n_rows: int, *, block_rows: int) -> np
     :func:`row_pass` for a function that reads chunked data, else blocks of
     ``block_rows`` rows in the calling thread (one pass either way)."""
     on_chunks = row_pass(function, leading, n_rows, block_rows=block_rows, combine="concatenate")
-    if on_chunks is not None:
+    if on_chunks is not None:  # chunked data: one Dask task per chunk
         return on_chunks
-    return _concatenate(
-        [
-            function(*leading, np.arange(a, min(a + block_rows, n_rows), dtype=np.int64))
-            for a in range(0, n_rows, block_rows)
-        ]
-    )
+    out = None
+    for start in range(0, n_rows, block_rows):
+        stop = min(start + block_rows, n_rows)
+        block = function(*leading, np.arange(start, stop, dtype=np.int64))
+        if out is None:  # the dtype of the function (float32 under floatX=float32)
+            out = np.empty(n_rows, dtype=block.dtype)
+        out[start:stop] = block
+    return out
 
 
 def chunk_map(source: RowSource, task: Callable[[np.ndarray, int], object]) -> list:

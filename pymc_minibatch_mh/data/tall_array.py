@@ -33,7 +33,7 @@ class TallArrayVariable(TensorSharedVariable):
         value = np.asarray(new_value)
         if value.dtype != self.dtype:
             if np.issubdtype(self.dtype, np.integer) and not np.all(
-                np.asarray(value) == np.asarray(value).astype(self.dtype)
+                value == value.astype(self.dtype)
             ):
                 raise ValueError(
                     f"The new values of {self.name!r} are not all {self.dtype}: the tall "

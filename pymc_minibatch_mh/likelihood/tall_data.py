@@ -13,7 +13,7 @@ from pytensor.graph.basic import Variable
 from pytensor.graph.replace import clone_replace
 
 from pymc_minibatch_mh.data import blocks as data_blocks
-from pymc_minibatch_mh.data.chunk_pass import all_rows, row_pass
+from pymc_minibatch_mh.data.chunk_pass import all_rows
 from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.kernels.target import per_row_in_blocks
 from pymc_minibatch_mh.likelihood.batching import (
@@ -125,27 +125,11 @@ class TallData:
         one every minibatch uses (the construction check compared it with the full-data
         function on probe rows), so the temporaries (float32 data widened to float64, pages
         of a memory-mapped file) stay one block's size; for chunked data as Dask tasks over
-        the chunks (:func:`~pymc_minibatch_mh.data.chunk_pass.row_pass`).
+        the chunks (:func:`~pymc_minibatch_mh.data.chunk_pass.all_rows`).
         """
         if self.n_data <= data_blocks.BLOCK_ROWS:
             return self._loglik_full_fn(q)
-        on_chunks = row_pass(
-            self._loglik_fn,
-            (q,),
-            self.n_data,
-            block_rows=data_blocks.BLOCK_ROWS,
-            combine="concatenate",
-        )
-        if on_chunks is not None:  # chunked data: one Dask task per chunk
-            return on_chunks
-        out = None
-        for start in range(0, self.n_data, data_blocks.BLOCK_ROWS):
-            stop = min(start + data_blocks.BLOCK_ROWS, self.n_data)
-            block = self._loglik_fn(q, np.arange(start, stop, dtype=np.int64))
-            if out is None:  # the dtype of one full call (float32 under floatX=float32)
-                out = np.empty(self.n_data, dtype=block.dtype)
-            out[start:stop] = block
-        return out
+        return all_rows(self._loglik_fn, (q,), self.n_data, block_rows=data_blocks.BLOCK_ROWS)
 
     def logprior(self, q: np.ndarray) -> float:
         """Log prior density with transform Jacobians, plus potentials."""
