@@ -42,6 +42,7 @@ from pymc_minibatch_mh.likelihood.graph_tools import (
     rebuild_graph,
     toposort,
 )
+from pymc_minibatch_mh.likelihood.stable_logps import observed_logp_terms
 
 # Graphs are evaluated a handful of times only: the Python linker compiles in
 # milliseconds on both backends, and numpy does the heavy lifting (matrix products).
@@ -169,7 +170,7 @@ class _Context:
 
     def model_loglik(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
         """The model's own per-datum observed log-density, compiled for given rows."""
-        (term,) = self.model.logp(vars=[self.rv], sum=False)
+        (term,) = observed_logp_terms(self.model, [self.rv])
         if self.n_data > data_blocks.BLOCK_ROWS and datum_data_inputs([term], self.n_data):
             idx = pt.vector("rows", dtype="int64")
             on_rows_fn = self.compile([gather_rows(term, idx, self.n_data)], [idx])

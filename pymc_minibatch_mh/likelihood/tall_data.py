@@ -25,7 +25,7 @@ from pymc_minibatch_mh.likelihood.batching import (
     shape_constants_as_length,
 )
 from pymc_minibatch_mh.likelihood.compiling import compile_function, data_placeholder
-from pymc_minibatch_mh.likelihood.graph_tools import rebuild_graph, unit_incomplete_beta_as_power
+from pymc_minibatch_mh.likelihood.graph_tools import rebuild_graph
 from pymc_minibatch_mh.likelihood.inspection import (
     check_finite_data,
     check_sampled_block,
@@ -33,6 +33,7 @@ from pymc_minibatch_mh.likelihood.inspection import (
     likelihood_value_vars,
 )
 from pymc_minibatch_mh.likelihood.row_checks import checks_per_row
+from pymc_minibatch_mh.likelihood.stable_logps import observed_logp_terms
 
 
 @dataclass(frozen=True)
@@ -203,8 +204,8 @@ def build_tall_data(
         the block, or data that cannot be gathered row-wise.
     """
     n_data = datum_count(model, data_dim)
-    # Second derivatives must exist (Taylor proxies): a closed form where PyTensor has none.
-    loglik_terms = unit_incomplete_beta_as_power(model.logp(vars=model.observed_RVs, sum=False))
+    # Finite second derivatives (Taylor proxies, bounds) wherever the density is finite.
+    loglik_terms = observed_logp_terms(model)
     # Before any compilation or O(N) pass: NaN data would only show up as garbage later.
     check_finite_data(model, loglik_terms, n_data)
     check_sampled_block(model, value_vars, initial_point, n_data)
