@@ -72,11 +72,11 @@ def main(argv: list[str] | None = None) -> list[Path]:
     )
     parser.add_argument(
         "--source",
-        choices=("memmap", "container", "zarr"),
+        choices=("memmap", "container", "zarr", "zarr-container"),
         default="memmap",
         help="tall-disk: read the data as np.memmap (default), as the same files through "
         "tall_array (the package's pm.Data-like container), or as zarr copies through "
-        "chunked_data (needs the [dask] extra)",
+        "chunked_data or through tall_array (zarr-container; both need the [dask] extra)",
     )
     parser.add_argument(
         "--dask-workers",

@@ -136,8 +136,9 @@ def write_zarr(directory: Path, n: int, chunk_rows: int = ZARR_CHUNK_ROWS) -> fl
 
 
 #: Where the data come from: ``np.memmap`` in the model, the same files through
-#: ``tall_array`` (the package's container), or zarr copies through ``chunked_data``.
-SOURCES = ("memmap", "container", "zarr")
+#: ``tall_array`` (the package's container), or zarr copies through ``chunked_data`` or
+#: through ``tall_array``.
+SOURCES = ("memmap", "container", "zarr", "zarr-container")
 
 
 def _open_data(directory: Path, n: int, source: str):
@@ -149,9 +150,12 @@ def _open_data(directory: Path, n: int, source: str):
     from pymc_minibatch_mh import chunked_data
 
     x_path, y_path = zarr_paths(directory, n)
+    x, y = (zarr.open_array(str(path), mode="r") for path in (x_path, y_path))
+    if source == "zarr-container":
+        return x, y  # into the model through tall_array (see `worker`)
     return (
-        chunked_data(zarr.open_array(str(x_path), mode="r"), "x", cache_bytes=ZARR_CACHE_BYTES),
-        chunked_data(zarr.open_array(str(y_path), mode="r"), "y", cache_bytes=ZARR_CACHE_BYTES),
+        chunked_data(x, "x", cache_bytes=ZARR_CACHE_BYTES),
+        chunked_data(y, "y", cache_bytes=ZARR_CACHE_BYTES),
     )
 
 
@@ -169,7 +173,8 @@ def worker(
     """One run in this process: model over the files, step with defaults, sampling.
 
     ``source="container"`` puts the memmaps in the model through ``tall_array``;
-    ``source="zarr"`` reads the zarr copies through ``chunked_data``; ``dask_workers > 0``
+    ``source="zarr"`` reads the zarr copies through ``chunked_data``, and
+    ``source="zarr-container"`` through ``tall_array``; ``dask_workers > 0``
     starts a ``dask.distributed.LocalCluster`` with that many single-threaded worker
     processes first, so the full-data passes run on it.
     """
@@ -188,8 +193,10 @@ def worker(
     imported = time.perf_counter()
     x, y = _open_data(directory, n, source)
     with pm.Model() as model:
-        if source == "container":
-            x, y = pmh.tall_array("x", x), pmh.tall_array("y_data", y)
+        if source in ("container", "zarr-container"):
+            cache = ZARR_CACHE_BYTES if source == "zarr-container" else None
+            x = pmh.tall_array("x", x, cache_bytes=cache)
+            y = pmh.tall_array("y_data", y, cache_bytes=cache)
         beta = pm.Normal("beta", 0.0, 1.0, shape=D)
         intercept = pm.Normal("intercept", 0.0, 2.0)
         pm.Bernoulli("y", logit_p=intercept + x @ beta, observed=y)
@@ -313,7 +320,7 @@ def run_tall_disk(
             generated = write_data(directory, n, seed)
             if generated:
                 progress(f"wrote N = {n:.0e} in {generated:.1f} s")
-            if source == "zarr":
+            if source.startswith("zarr"):
                 converted = write_zarr(directory, n)
                 if converted:
                     progress(f"copied N = {n:.0e} to zarr in {converted:.1f} s")
@@ -386,7 +393,8 @@ def markdown_report(result: dict) -> str:
     elif settings["source"] == "container":
         title = "# Default steps on float32 data on disk (np.memmap through `tall_array`)"
     else:
-        title = "# Default steps on float32 data in zarr arrays (`chunked_data` in the model), " + (
+        entry = "`tall_array`" if settings["source"] == "zarr-container" else "`chunked_data`"
+        title = f"# Default steps on float32 data in zarr arrays ({entry} in the model), " + (
             f"passes on a dask.distributed LocalCluster of {settings['dask_workers']} "
             "worker processes"
             if settings.get("dask_workers")
@@ -396,10 +404,10 @@ def markdown_report(result: dict) -> str:
         title,
         "",
         f"zarr: chunks of {ZARR_CHUNK_ROWS} rows, zarr's default compression, "
-        f"`chunked_data(..., cache_bytes={ZARR_CACHE_BYTES})` (decoded chunks kept, in "
+        f"`cache_bytes={ZARR_CACHE_BYTES}` (decoded chunks kept, in "
         "`peak_rss_gb`); `workers_peak_rss_gb`: the cluster's worker processes' peak RSS "
         "summed."
-        if settings.get("source") == "zarr"
+        if settings.get("source", "").startswith("zarr")
         else "",
         "",
         "Logistic regression, D = 10 + 1; covariates float32 and observations int8 in `.npy` "

@@ -12,7 +12,7 @@ likelihood engine, the bounds or the step methods (a test checks the import grap
 * :mod:`~pymc_minibatch_mh.data.chunked_data`: ``chunked_data``, which puts such an
   array into a PyMC model;
 * :mod:`~pymc_minibatch_mh.data.tall_array`: ``tall_array``, a ``pm.Data``-like
-  container that keeps a numpy array or ``np.memmap`` as it is;
+  container that keeps a numpy, ``np.memmap``, zarr or Dask array as it is;
 * :mod:`~pymc_minibatch_mh.data.row_design`: a design matrix kept as its factors, formed
   row block by row block;
 * :mod:`~pymc_minibatch_mh.data.chunk_pass`: full-data passes over row blocks, as Dask

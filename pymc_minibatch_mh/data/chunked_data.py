@@ -21,15 +21,12 @@ from pytensor.graph.op import Op
 
 from pymc_minibatch_mh.data.row_source import RowSource, is_chunked_array
 
-__all__ = ["ChunkedData", "ChunkedRows", "chunked_data", "chunked_source"]
+__all__ = ["ChunkedData", "ChunkedRows", "SwappableRows", "chunked_data", "chunked_source"]
 
 
-class ChunkedData(Op):
-    """An Op without inputs whose output is the whole of a chunked array.
-
-    Two ``ChunkedData`` are equal only if they are the same object (no merging of
-    different arrays), and the output is never constant-folded into the graph.
-    """
+class _ArrayOp(Op):
+    """An Op standing for one chunked array: equal only to itself (no merging of
+    different arrays), and its output is never constant-folded into the graph."""
 
     __props__ = ()  # equality is overridden below: an instance per array
     view_map: dict = {}
@@ -45,7 +42,27 @@ class ChunkedData(Op):
         return id(self)
 
     def __str__(self) -> str:
-        return f"ChunkedData{{{self.name or ''}{list(self.source.shape)}}}"
+        return f"{type(self).__name__}{{{self.name or ''}{list(self.source.shape)}}}"
+
+    def do_constant_folding(self, fgraph, node) -> bool:
+        return False
+
+
+class _NoGradientThrough(Op):
+    """An Op whose one input is an index or data: no gradient flows through it."""
+
+    def connection_pattern(self, node):
+        return [[False]]
+
+    def L_op(self, inputs, outputs, output_grads):
+        return [pytensor.gradient.disconnected_type()]
+
+    def R_op(self, inputs, eval_points):
+        return [None]
+
+
+class ChunkedData(_ArrayOp):
+    """An Op without inputs whose output is the whole of a chunked array."""
 
     def make_node(self) -> Apply:
         out = pt.tensor(dtype=str(self.source.dtype), shape=self.source.shape, name=self.name)
@@ -54,11 +71,8 @@ class ChunkedData(Op):
     def perform(self, node, inputs, output_storage) -> None:
         output_storage[0][0] = np.asarray(self.source)
 
-    def do_constant_folding(self, fgraph, node) -> bool:
-        return False
 
-
-class ChunkedRows(Op):
+class ChunkedRows(_NoGradientThrough):
     """``source[idx]``: the rows ``idx`` of a chunked array, read when the graph runs.
 
     A minibatch graph reads chunked data through this Op (built by
@@ -94,14 +108,36 @@ class ChunkedRows(Op):
     def infer_shape(self, fgraph, node, input_shapes):
         return [(input_shapes[0][0], *self.source.shape[1:])]
 
-    def connection_pattern(self, node):
-        return [[False]]
 
-    def L_op(self, inputs, outputs, output_grads):
-        return [pytensor.gradient.disconnected_type()]
+class SwappableRows(_ArrayOp, _NoGradientThrough):
+    """The rows of a :func:`~pymc_minibatch_mh.data.tall_array.tall_array` built on a
+    zarr or Dask array: the whole chunked array while its shared variable holds the
+    array, the shared variable's value once ``pm.set_data`` has replaced it.
 
-    def R_op(self, inputs, eval_points):
-        return [None]
+    The input is the shared variable (what ``pm.set_data`` sets); ``holder`` is that
+    variable, asked at each evaluation whether it still holds the chunked array
+    (:attr:`source`). While it does, the package reads rows of :attr:`source` on demand
+    (:func:`chunked_source`) and anything else that evaluates the tensor reads it whole.
+    """
+
+    def __init__(self, source: RowSource, holder, name: str | None = None):
+        super().__init__(source, name)
+        self.holder = holder
+
+    @property
+    def holds_source(self) -> bool:
+        """Whether the shared variable still holds the chunked array."""
+        return self.holder.holds_chunked
+
+    def make_node(self, rows) -> Apply:
+        out = pt.tensor(dtype=rows.dtype, shape=(None,) * rows.ndim, name=self.name)
+        return Apply(self, [rows], [out])
+
+    def perform(self, node, inputs, output_storage) -> None:
+        output_storage[0][0] = np.asarray(self.source) if self.holds_source else inputs[0]
+
+    # No infer_shape: the shape of the rows is read from the rows (``Shape`` of the output),
+    # so that graphs keep no path to the stand-in input, which is not data.
 
 
 def chunked_data(array, name: str | None = None, *, cache_bytes: int | None = None) -> Variable:
@@ -157,8 +193,31 @@ def chunked_data(array, name: str | None = None, *, cache_bytes: int | None = No
 
 
 def chunked_source(var: Variable) -> RowSource | None:
-    """The :class:`RowSource` behind a :func:`chunked_data` tensor, else None."""
+    """The :class:`RowSource` behind a :func:`chunked_data` tensor (or a chunked
+    :func:`~pymc_minibatch_mh.data.tall_array.tall_array` that still holds its array),
+    else None."""
     owner = getattr(var, "owner", None)
-    if owner is not None and isinstance(owner.op, ChunkedData):
+    if owner is None:
+        return None
+    if isinstance(owner.op, ChunkedData):
+        return owner.op.source
+    if isinstance(owner.op, SwappableRows) and owner.op.holds_source:
         return owner.op.source
     return None
+
+
+def swapped_rows(var: Variable) -> Variable | None:
+    """The shared variable of a chunked ``tall_array`` whose array ``pm.set_data`` has
+    replaced (its value is then the data), else None."""
+    owner = getattr(var, "owner", None)
+    if owner is not None and isinstance(owner.op, SwappableRows) and not owner.op.holds_source:
+        return owner.inputs[0]
+    return None
+
+
+def is_data_leaf(var: Variable) -> bool:
+    """Whether a walk over a graph's data stops at ``var``: a graph input, a
+    :func:`chunked_data` tensor or a chunked ``tall_array`` (whose input only stands in
+    for the array)."""
+    owner = var.owner
+    return owner is None or isinstance(owner.op, ChunkedData | SwappableRows)

@@ -11,7 +11,7 @@ from pytensor.scalar.basic import Cast
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.type import TensorType
 
-from pymc_minibatch_mh.data.chunked_data import chunked_source
+from pymc_minibatch_mh.data.chunked_data import chunked_source, is_data_leaf, swapped_rows
 from pymc_minibatch_mh.data.row_source import RowSource
 
 try:  # pytensor >= 2.30 / 3.x
@@ -46,6 +46,9 @@ def data_value(var: Variable) -> np.ndarray | RowSource | None:
     source = chunked_source(var)
     if source is not None:
         return source
+    swapped = swapped_rows(var)
+    if swapped is not None:  # a chunked tall_array given new rows by pm.set_data
+        return data_value(swapped)
     if isinstance(var, Constant):
         return np.asarray(var.data)
     if isinstance(var, SharedVariable):
@@ -61,13 +64,20 @@ def data_value(var: Variable) -> np.ndarray | RowSource | None:
 
 
 def data_leaves(outputs: Iterable[Variable]) -> list[Variable]:
-    """The graph's inputs and its :func:`chunked_data` tensors (which have an owner
-    without inputs, so are not graph inputs), in one walk of the graph."""
-    return [
-        var
-        for var in ancestors(list(outputs))
-        if var.owner is None or chunked_source(var) is not None
-    ]
+    """The graph's inputs and its :func:`chunked_data` and chunked ``tall_array`` tensors
+    (not graph inputs: they have an owner), in one walk of the graph that does not go
+    past them (a chunked ``tall_array``'s input only stands in for its array)."""
+    leaves, seen, stack = [], set(), list(outputs)
+    while stack:
+        var = stack.pop()
+        if var in seen:
+            continue
+        seen.add(var)
+        if is_data_leaf(var):
+            leaves.append(var)
+        else:
+            stack.extend(var.owner.inputs)  # right-recursive, as pytensor's ancestors
+    return leaves
 
 
 def tensor_data_inputs(outputs: Iterable[Variable]) -> list[tuple[Variable, np.ndarray]]:
