@@ -136,9 +136,18 @@ def _log_of(var: Variable) -> Variable:
 
 
 def _without_broadcast(var: Variable) -> Variable:
-    while var.owner is not None and isinstance(var.owner.op, DimShuffle):
+    """``var`` before any dimensions were added to it (elementwise results broadcast them
+    back); a transposition is kept."""
+    while var.owner is not None and _adds_dims_only(var.owner.op):
         var = var.owner.inputs[0]
     return var
+
+
+def _adds_dims_only(op) -> bool:
+    if not isinstance(op, DimShuffle):
+        return False
+    kept = [dim for dim in op.new_order if dim != "x"]
+    return kept == list(range(len(kept))) and len(kept) == op.input_ndim
 
 
 def _logit_of(p: Variable) -> Variable | None:
