@@ -37,6 +37,7 @@ class TallArrayVariable(TensorSharedVariable):
     """
 
     chunked = None  # the zarr or Dask array, for a chunked tall array
+    stand_in = None  # its memory-free placeholder of the same shape and dtype
     holds_chunked = False
 
     def get_value(self, borrow: bool = False, return_internal_type: bool = False):
@@ -46,7 +47,9 @@ class TallArrayVariable(TensorSharedVariable):
 
     def set_value(self, new_value, borrow: bool = False) -> None:
         if self.chunked is not None and new_value is self.chunked:
-            self.holds_chunked = True  # back to the array the model was built on
+            # Back to the array the model was built on (and to its shape).
+            super().set_value(self.stand_in, borrow=True)
+            self.holds_chunked = True
             return
         if is_chunked_array(new_value):
             raise TypeError(
@@ -161,6 +164,6 @@ def tall_array(
         model.add_named_variable(variable, dims=dims)
     if not chunked:
         return variable
-    variable.chunked, variable.holds_chunked = value, True
+    variable.chunked, variable.stand_in, variable.holds_chunked = value, held, True
     source = RowSource(value, cache_bytes=cache_bytes)
     return SwappableRows(source, variable, name=f"{name}_rows")(variable)

@@ -131,6 +131,7 @@ def test_a_chunked_array_samples_like_numpy_and_set_data_predicts_new_rows(tmp_p
     assert rates[0] > 0.8 and rates[1] < 0.2  # the new rows were used
     variable.set_value(chunked)  # the array the model was built on, as at the start
     assert variable.get_value() is chunked
+    assert variable.shape.eval()[0] == N  # and its shape, for dims tied to it
 
 
 def test_a_chunked_container_is_read_by_chunks_until_set_data_replaces_it(rng):
