@@ -143,13 +143,13 @@ def tall_array(
             f"got {type(value).__name__}. Convert it with np.asarray, or open a file with "
             "np.load(path, mmap_mode='r')."
         )
-    if np.dtype(value.dtype).kind not in "biuf" or len(value.shape) == 0:
+    dtype = np.dtype(value.dtype)
+    if dtype.kind not in "biuf" or len(value.shape) == 0:
         raise TypeError(
             f"tall_array({name!r}, ...) needs a numeric array with the data points along "
             f"axis 0; got dtype {value.dtype} and shape {value.shape}."
         )
     model = pm.modelcontext(model)
-    dtype = np.dtype(value.dtype)
     tensor_type = pt.TensorType(str(dtype), shape=(None,) * len(value.shape))
     held = value
     if chunked:
