@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pymc_minibatch_mh.bench.experiments import EXPERIMENTS, RunSettings, run
 from pymc_minibatch_mh.bench.report import markdown_table, write_all
+from pymc_minibatch_mh.bench.tall_disk import SOURCES
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
     )
     parser.add_argument(
         "--source",
-        choices=("memmap", "container", "zarr", "zarr-container"),
+        choices=SOURCES,
         default="memmap",
         help="tall-disk: read the data as np.memmap (default), as the same files through "
         "tall_array (the package's pm.Data-like container), or as zarr copies through "
