@@ -13,9 +13,13 @@ and only for chunked data.
 A compiled PyTensor function keeps its inputs and temporaries in storage of its own, so
 two threads must not call one function at the same time (and ``Function.copy`` does not
 copy Scan nodes' inner functions soundly): within one process the tasks' calls take
-turns behind one lock, and Dask's threads overlap only what lies outside the calls.
-Tasks run in parallel across the worker processes of a ``dask.distributed`` cluster,
-each with its own unpickled copy of the function.
+turns behind one lock (:data:`CALL_LOCK`), and Dask's threads overlap only what lies
+outside the calls. Tasks run in parallel across the worker processes of a
+``dask.distributed`` cluster, each with its own unpickled copy of the function. The
+function is one key of the pass's graph, so a worker may send its copy to another worker
+while one of its tasks is calling it: pickling a function must therefore hold the same
+lock (:class:`~pymc_minibatch_mh.likelihood.compiling.DataBoundFunction` does), or it
+would record storage cells halfway through a call, which PyTensor refuses to unpickle.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ import numpy as np
 
 from pymc_minibatch_mh.data.row_source import RowSource
 
-_call_lock = threading.Lock()
+#: Held by every call of a compiled function in a pass's task, and while one is pickled.
+CALL_LOCK = threading.Lock()
 
 
 def chunked_sources(function) -> list[RowSource]:
@@ -243,7 +248,7 @@ def _range_values(function, leading: tuple, start: int, stop: int, block_rows: i
     parts = []
     for a in range(start, stop, block_rows):
         rows = np.arange(a, min(a + block_rows, stop), dtype=np.int64)
-        with _call_lock:  # one call of a compiled function at a time in this process
+        with CALL_LOCK:  # one call of a compiled function at a time in this process
             parts.append(function(*leading, rows))
     return _COMBINE[combine](parts)
 

@@ -29,7 +29,7 @@ from pymc_minibatch_mh.data.chunked_data import chunked_source
 from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.data.row_design import FeatureBlock, IndexedColumns, RowDesign
 from pymc_minibatch_mh.likelihood.batching import datum_data_inputs, gather_rows
-from pymc_minibatch_mh.likelihood.compiling import compile_function
+from pymc_minibatch_mh.likelihood.compiling import compile_function, data_as_placeholders
 from pymc_minibatch_mh.likelihood.glm_families import (
     _BOUNDS_HINT,
     _SUPPORTED,
@@ -88,7 +88,14 @@ class _Context:
         return [v for v in self.model.value_vars if v in found]
 
     def compile(self, outputs: list, extra_inputs: Sequence[Variable] = ()):
-        """Compile ``outputs`` (in value-variable form) as ``f(q, *extra) -> list``."""
+        """Compile ``outputs`` (in value-variable form) as ``f(q, *extra) -> list``.
+
+        Per-datum data enter as inputs (:func:`data_as_placeholders`), not as constants:
+        a model on new data (group labels, covariates) loads the function from the cache.
+        """
+        placeholders = data_as_placeholders(outputs, self.n_data)
+        if placeholders:
+            outputs = [rebuild_graph(out, placeholders) for out in outputs]
         joined, q_var = join_nonshared_inputs(
             point=self.initial_point,
             outputs=outputs,

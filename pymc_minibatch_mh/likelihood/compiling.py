@@ -10,6 +10,7 @@ arrays are never copied.
 
 from __future__ import annotations
 
+import pickle
 import time
 import warnings
 from collections.abc import Sequence
@@ -21,10 +22,12 @@ import pytensor.tensor as pt
 from pymc.pytensorf import compile as _compile_pymc
 from pytensor.graph.basic import Variable
 
+from pymc_minibatch_mh.data.chunk_pass import CALL_LOCK
 from pymc_minibatch_mh.data.chunked_data import ChunkedRows
 from pymc_minibatch_mh.data.file_arrays import portable, restored
 from pymc_minibatch_mh.data.row_source import RowSource
 from pymc_minibatch_mh.likelihood import function_cache
+from pymc_minibatch_mh.likelihood.batching import datum_data_inputs, shape_constants_as_length
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors, graph_inputs, rebuild_graph
 
 _DATA_TAG = "minibatch_mh_data"
@@ -32,6 +35,10 @@ _seconds = 0.0
 _loaded = 0
 _compiled = 0
 _uncacheable = 0
+#: Cache key -> ordinal (1, 2, ...) of the function's compilation in this process.
+_compilation_order: dict[str, int] = {}
+#: For each load of a function this process had compiled itself: its ordinal.
+_loads_of_own: list[int] = []
 
 
 def data_placeholder(var: Variable, value: np.ndarray) -> Variable:
@@ -44,6 +51,20 @@ def data_placeholder(var: Variable, value: np.ndarray) -> Variable:
     )
     setattr(placeholder.tag, _DATA_TAG, _DataRef(value))
     return placeholder
+
+
+def data_as_placeholders(outputs: Sequence[Variable], n_data: int) -> dict:
+    """Replacements that make a graph's per-datum data (arrays of ``n_data`` rows)
+    :func:`data_placeholder` inputs, and ``n_data`` itself, where the graph holds it as
+    a length, the placeholders' length: the compiled function's cache key then depends on
+    neither the data nor N."""
+    placeholders = {
+        var: data_placeholder(var, value) for var, value in datum_data_inputs(outputs, n_data)
+    }
+    like = next(iter(placeholders.values()), None)
+    if like is not None:
+        placeholders.update(shape_constants_as_length(outputs, n_data, like))
+    return placeholders
 
 
 class _DataRef:
@@ -114,15 +135,21 @@ class DataBoundFunction:
 
     def __getstate__(self):
         # Data read from a file go to chains' worker processes as the file, not a copy.
+        # The compiled function is pickled here, under the lock that calls in a pass's
+        # tasks hold: a Dask worker may send it to another worker while a task calls it,
+        # and its storage cells (a Scan's inner function's too) change during a call;
+        # PyTensor checks them when unpickling and fails on a half-done call's.
+        with CALL_LOCK:
+            function = pickle.dumps(self.function, protocol=pickle.HIGHEST_PROTOCOL)
         return {
-            "function": self.function,
+            "function": function,
             "data": tuple(portable(d) for d in self.data),
             "gathers": self.gathers,
         }
 
     def __setstate__(self, state):
         data = tuple(restored(d) for d in state["data"])
-        self.__init__(state["function"], data, state.get("gathers", ()))
+        self.__init__(pickle.loads(state["function"]), data, state.get("gathers", ()))
 
 
 def _data_cells(function, n_data: int) -> list:
@@ -190,6 +217,8 @@ def _cached_compile(inputs: list, outputs, kwargs: dict):
     function = None if key is None else function_cache.load(key)
     if function is not None:
         _loaded += 1
+        if key in _compilation_order:
+            _loads_of_own.append(_compilation_order[key])
         return function
     with warnings.catch_warnings():
         # PyTensor's numba backend runs Python-level Ops in object mode and says so; for
@@ -203,6 +232,7 @@ def _cached_compile(inputs: list, outputs, kwargs: dict):
     else:  # a miss (or the cache is off: every function is compiled)
         _compiled += 1
     if key is not None:
+        _compilation_order[key] = _compiled
         function_cache.store(key, function)
     return function
 
@@ -210,6 +240,13 @@ def _cached_compile(inputs: list, outputs, kwargs: dict):
 def functions_loaded() -> int:
     """How many functions this process took from the on-disk cache instead of compiling."""
     return _loaded
+
+
+def functions_reloaded_since(compiled: int) -> int:
+    """How many of the functions loaded from the on-disk cache this process had compiled
+    itself after its first ``compiled`` compilations (a construction that compiles a
+    graph and later needs it again loads its own function: that is no warm cache)."""
+    return sum(1 for ordinal in _loads_of_own if ordinal > compiled)
 
 
 def functions_compiled() -> int:
@@ -223,8 +260,8 @@ def functions_compiled() -> int:
 def functions_uncacheable() -> int:
     """How many functions this process compiled whose graphs the on-disk cache cannot key
     (see :mod:`~pymc_minibatch_mh.likelihood.function_cache`): compiled in every process,
-    warm or cold (e.g. the recogniser's small probe functions, or every function of a
-    step whose block leaves some free variables outside)."""
+    warm or cold (e.g. a graph holding a large array as a constant, or every function of
+    a step whose block leaves some free variables outside)."""
     return _uncacheable
 
 

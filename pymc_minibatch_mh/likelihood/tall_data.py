@@ -22,9 +22,8 @@ from pymc_minibatch_mh.likelihood.batching import (
     other_length_data_inputs,
     per_datum_sum,
     probe_indices,
-    shape_constants_as_length,
 )
-from pymc_minibatch_mh.likelihood.compiling import compile_function, data_placeholder
+from pymc_minibatch_mh.likelihood.compiling import compile_function, data_as_placeholders
 from pymc_minibatch_mh.likelihood.graph_tools import rebuild_graph
 from pymc_minibatch_mh.likelihood.inspection import (
     check_finite_data,
@@ -221,15 +220,10 @@ def build_tall_data(
     }
     idx = pt.vector("idx", dtype="int64")
     batch = gather_rows(per_datum, idx, n_data)
-    # The data become inputs of the compiled functions (see `data_placeholder`).
-    placeholders = {
-        var: data_placeholder(var, value) for var, value in datum_data_inputs([per_datum], n_data)
-    }
-    # Nor N itself (PyMC's Alloc of a log-density to the observed size): a cache key of the
-    # full-data function that does not change with N.
-    like = next(iter(placeholders.values()), None)
-    if like is not None:
-        placeholders.update(shape_constants_as_length([per_datum], n_data, like))
+    # The data become inputs of the compiled functions (see `data_placeholder`), and N
+    # (PyMC's Alloc of a log-density to the observed size) their length: cache keys of
+    # the functions that change with neither.
+    placeholders = data_as_placeholders([per_datum], n_data)
     per_datum = rebuild_graph(per_datum, placeholders)
     batch = rebuild_graph(batch, placeholders)
     prior = model.logp(vars=[*model.free_RVs, *model.potentials], sum=True)

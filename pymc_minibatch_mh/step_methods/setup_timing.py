@@ -10,6 +10,7 @@ from pymc_minibatch_mh.likelihood.compiling import (
     compile_seconds,
     functions_compiled,
     functions_loaded,
+    functions_reloaded_since,
     functions_uncacheable,
 )
 
@@ -26,14 +27,14 @@ def setup_cache(compiled: int, loaded: int, uncacheable: int = 0) -> str:
         Functions it loaded from that cache.
     uncacheable : int, default 0
         Functions it compiled because the cache cannot key their graphs: compiled in every
-        process. Beside loaded functions they are the recogniser's small probes and do not
-        count; alone (e.g. every function of a step whose block leaves free variables
+        process. Beside loaded functions they do not count (e.g. a small probe holding a
+        large constant); alone (e.g. every function of a step whose block leaves free variables
         outside) they make the construction cold in every process.
 
     Returns
     -------
     str
-        ``"warm"``: nothing was compiled but the probes (every function was loaded from
+        ``"warm"``: nothing was compiled but uncacheable graphs (every function was loaded from
         the cache, or reused from an earlier step on the same model in this process);
         ``"cold"``: every function was compiled; ``"partly warm"``: some of each (e.g. a
         model that shares some graphs with one built before).
@@ -67,7 +68,10 @@ def _timed_construction(init):
             self.setup_s = time.perf_counter() - start
             self.compile_s = compile_seconds() - compiled
             self.functions_compiled = functions_compiled() - counts[0]
-            self.functions_loaded = functions_loaded() - counts[1]
+            # Functions it compiled and then loaded again itself are not counted as loaded.
+            self.functions_loaded = (
+                functions_loaded() - counts[1] - functions_reloaded_since(counts[0])
+            )
             self.functions_uncacheable = functions_uncacheable() - counts[2]
             self.setup_cache = setup_cache(
                 self.functions_compiled, self.functions_loaded, self.functions_uncacheable

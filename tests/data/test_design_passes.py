@@ -173,15 +173,6 @@ def _family_model(x, kind: str, rng):
 
 
 @pytest.mark.slow  # 3-7 minutes: three TunaMH() constructions with their passes on a cluster
-@pytest.mark.skipif(
-    int(pm.__version__.split(".")[0]) < 6,
-    reason="On PyMC 5 under pytest this test hangs in the Newton search's Taylor pass on the "
-    "cluster: a task fails to deserialize on the worker (AssertionError in pytensor's "
-    "_constructor_Function while unpickling a compiled function; pickling warned of an aliased "
-    "data array and its transpose in a function's input storage) and distributed never "
-    "reports it to the client. The three constructions in one script, memory then chunked, "
-    "finish (2026-11-28: 8-54 s each). Not fixed.",
-)
 @pytest.mark.parametrize("kind", ["normal", "ordinal", "zinb"])
 def test_the_remaining_bound_passes_run_on_the_cluster(tmp_path, kind, cluster_client):
     """The Normal likelihood's sufficient statistics and TunaMH's ordinal and

@@ -80,20 +80,27 @@ def _logistic_of_size(n):
     return model
 
 
-def test_the_same_model_on_more_rows_loads_every_function(tmp_path, monkeypatch):
-    """No compiled function holds N (the data are inputs, and so is the length PyMC
-    broadcasts an observed log-density to): the model on new rows is warm."""
+def _barkers_in_a_fresh_cache(tmp_path, monkeypatch, models: list) -> list:
+    """``MinibatchBarker()`` on each model in turn, with an empty on-disk function cache
+    and no sharing between steps (so that only the cache can make one warm)."""
     monkeypatch.setenv(function_cache.ENVIRONMENT_VARIABLE, str(tmp_path))
     share_between_steps(False)
+    steps = []
     try:
-        with _logistic_of_size(3000):
-            first = MinibatchBarker(progressbar=False)
-        with _logistic_of_size(4000):
-            other_n = MinibatchBarker(progressbar=False)
-        with _logistic_of_size(4000):  # control: the same N again
-            same_n = MinibatchBarker(progressbar=False)
+        for model in models:
+            with model:
+                steps.append(MinibatchBarker(progressbar=False))
     finally:
         share_between_steps(True)
+    return steps
+
+
+def test_the_same_model_on_more_rows_loads_every_function(tmp_path, monkeypatch):
+    """No compiled function holds N (the data are inputs, and so is the length PyMC
+    broadcasts an observed log-density to): the model on new rows is warm (control: the
+    same N again)."""
+    models = [_logistic_of_size(3000), _logistic_of_size(4000), _logistic_of_size(4000)]
+    first, other_n, same_n = _barkers_in_a_fresh_cache(tmp_path, monkeypatch, models)
     assert first.setup_cache == "cold"
     assert other_n.setup_cache == "warm" and other_n.functions_compiled == 0
     assert same_n.functions_loaded == other_n.functions_loaded == first.functions_compiled
@@ -138,3 +145,29 @@ def test_a_step_whose_functions_cannot_be_cached_is_cold():
 )
 def test_setup_cache_labels(compiled, loaded, uncacheable, expected):
     assert setup_cache(compiled, loaded, uncacheable) == expected
+
+
+def _groups_of_size(n, groups=12):
+    rng = np.random.default_rng(n)
+    label = rng.integers(0, groups, n)
+    x = rng.normal(size=n)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 2)
+        sigma_a = pm.HalfNormal("sigma_a", 1)
+        a = pm.Normal("a", mu, sigma_a, shape=groups)
+        b = pm.Normal("b", 0, 2)
+        sigma = pm.HalfNormal("sigma", 2)
+        y = rng.normal(size=groups)[label] + 0.5 * x + rng.normal(size=n)
+        pm.Normal("y", a[label] + b * x, sigma, observed=y)
+    return model
+
+
+def test_a_hierarchy_on_new_rows_and_group_labels_loads_every_function(tmp_path, monkeypatch):
+    """The recogniser's graphs read the group labels as data inputs too (not constants): a
+    multilevel model on new rows with new labels is warm. Control: one more group (a new
+    graph) compiles again."""
+    models = [_groups_of_size(3000), _groups_of_size(4000), _groups_of_size(4000, groups=13)]
+    first, new_rows, new_graph = _barkers_in_a_fresh_cache(tmp_path, monkeypatch, models)
+    assert first.setup_cache == "cold"
+    assert new_rows.setup_cache == "warm" and new_rows.functions_compiled == 0
+    assert new_graph.functions_compiled > 0
