@@ -105,7 +105,10 @@ class ChunkedRows(_NoGradientThrough):
     def perform(self, node, inputs, output_storage) -> None:
         output_storage[0][0] = self.source[inputs[0]]
 
-    def infer_shape(self, fgraph, node, input_shapes):
+    def infer_shape(self, *args):
+        # (fgraph, node, input_shapes) on PyTensor 2, (node, input_shapes) on PyTensor 3
+        # (which deprecates the fgraph parameter).
+        input_shapes = args[-1]
         return [(input_shapes[0][0], *self.source.shape[1:])]
 
 

@@ -273,6 +273,15 @@ def _verify_affine(ctx: _Context, evaluate, predict, columns: list[int], what: s
                     break
     if offenders:
         detail = f"{ctx.describe_vars(offenders)} enter(s) non-linearly."
+        rvs = [ctx.model.values_to_rvs.get(v) for v in offenders]
+        transformed = [rv.name for rv in rvs if ctx.model.rvs_to_transforms.get(rv) is not None]
+        if transformed:
+            names = ", ".join(map(repr, transformed))
+            detail += (
+                f" If {names} scales group effects of a non-centred hierarchy (a = mu + "
+                "sigma * z), write it centred, a = pm.Normal('a', mu, sigma, ...) with a[group] "
+                "in the predictor: that is affine, and TunaMH and FlyMC sample it."
+            )
     else:
         detail = "each variable enters linearly on its own, but they interact (e.g. a product)."
     raise UnsupportedLikelihood(

@@ -26,10 +26,20 @@ _UNOBSERVED_SUFFIX = "_unobserved"
 def observed_lengths(model: pm.Model) -> dict[str, int]:
     """Leading length of every observed variable, after refusing unsupported ones."""
     if not model.observed_RVs:
+        potentials = [p.name or "unnamed" for p in model.potentials]
+        where = (
+            f"The model's potentials ({', '.join(map(repr, potentials))}) may hold the "
+            "likelihood, but a potential is one sum the steps cannot split into rows: write "
+            "the per-row density as an observed distribution instead, e.g. "
+            "`pm.CustomDist('y', ..., logp=row_logp, observed=y)`, whose log-density has "
+            "one entry per row."
+            if potentials
+            else "Pass `observed=` to at least one distribution, or use pm.Metropolis / "
+            "NUTS for prior-only models."
+        )
         raise ValueError(
-            "The model has no observed variables, so there is no data to subsample. "
-            "Minibatch MH steps need a likelihood: pass `observed=` to at least one "
-            "distribution, or use pm.Metropolis / NUTS for prior-only models."
+            "The model has no observed variables, so there is no data to subsample: "
+            f"minibatch MH steps need a likelihood over rows. {where}"
         )
     check_no_imputed_observations(model)
     lengths = {}

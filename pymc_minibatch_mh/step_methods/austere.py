@@ -139,7 +139,7 @@ start_at_reference, target_accept, tune, adapt_cov, steps_per_draw, data_dim, pr
     Notes
     -----
     Sample stats: ``accepted``, ``accept`` (NaN: the test gives no acceptance
-    probability), ``batch_size`` (distinct rows read), ``n_lik_evals`` (twice that:
+    probability), ``batch_size`` (distinct rows read by the step), ``n_lik_evals`` (twice that:
     current and proposed state), ``scaling`` and ``t_stat`` (the t statistic when the
     test stopped, ``+-inf`` when it read all N rows, NaN when no data was read). With
     ``steps_per_draw > 1`` the counts are summed and ``t_stat`` is the last one.

@@ -23,8 +23,9 @@ class MinibatchBarker(MinibatchStep):
     If the batch would reach N, the exact Barker test on the full data is used.
 
     The method is approximate: each decision can differ from the exact Barker
-    test by the CLT error of the minibatch mean (reported per draw as the
-    ``clt_error`` stat) plus the 8.9e-4 sup error of the correction table. At
+    test by the CLT error of the minibatch mean (bounded per draw by the
+    ``clt_error`` stat, a bound often above 1 at small batches, then uninformative)
+    plus the 8.9e-4 sup error of the correction table. At
     temperature 1 with a well-scaled proposal the batch tends towards N unless
     the proposal is small; the batch shrinks as ``temperature**-2`` and
     ``scaling**2``; control variates (on by default) remove most of that growth.
@@ -130,8 +131,12 @@ class MinibatchBarker(MinibatchStep):
     Notes
     -----
     Sample stats: ``accepted`` (0.0 or 1.0), ``accept`` (Barker probability at
-    ``Delta*``), ``batch_size`` (distinct data points evaluated), ``n_lik_evals``,
-    ``scaling``, ``delta_var`` (``s^2`` of ``Delta*`` at the decision) and ``clt_error``.
+    ``Delta*``), ``batch_size`` (distinct data points evaluated by the step), ``n_lik_evals``,
+    ``scaling``, ``delta_var`` (``s^2`` of ``Delta*`` at the decision) and ``clt_error``
+    (the Berry-Esseen-type bound of :func:`~pymc_minibatch_mh.kernels.barker.clt_error_bound`
+    on the decision's batch: an upper bound on the distance of the batch mean's
+    distribution from the normal one, which at the small batches control variates allow is
+    often above 1 and then says nothing; the error it bounds is usually far smaller).
 
     After tuning, every step of this package checks its chain at draws 200, 400, 800,
     ... and logs a warning through PyMC (once per problem and chain) when the chain is

@@ -208,6 +208,7 @@ class MinibatchStep(ConstructionHooks, ProposalMoves, Tuning, PostTuningChecks, 
         self.temperature = float(temperature)
         self.progressbar = bool(progressbar)
         self.n_data_passes = 0
+        self._refuse_kinked_likelihood(model, control_variates, proposal)
         self._check_applicable(model, vars, initial_point)
         control_variates = self._resolve_control_variates(control_variates)
         if proposal == "auto":

@@ -209,7 +209,8 @@ class FlyMC(MinibatchStep):
         ``sqrt(D) + 8``); ``theta`` proposals outside it are rejected without reading data
         (stat ``region_exits``), so the chain is exact for the posterior restricted to it
         (see :mod:`pymc_minibatch_mh.bounds.trust_region`). At the end of tuning each chain
-        estimates the posterior mass outside it (stat ``excluded_mass``) and, unless
+        estimates the posterior mass outside it (stat ``excluded_mass``, NaN without a
+        region and during tuning) and, unless
         ``trust_radius`` was given, grows the region until that is below 1e-6, building the
         bounds again: along the directions where the tuning draws spread beyond the Laplace
         fit, to their spread, then 1.5 times per growth, up to four growths

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -61,7 +62,13 @@ def find_map(model: pm.Model, start: dict, *, progressbar: bool) -> dict:
         kwargs.update(initvals=initvals, jitter=False)
     else:  # PyMC 5
         kwargs.update(start=initvals, include_transformed=True)
-    return pm.find_MAP(**kwargs)
+    with warnings.catch_warnings():
+        # PyMC 6 announces that find_MAP will return an InferenceData; this call is the
+        # package's own and reads the dict it returns now (the user passed nothing).
+        warnings.filterwarnings(
+            "ignore", message="`find_MAP` will return an `InferenceData`", category=FutureWarning
+        )
+        return pm.find_MAP(**kwargs)
 
 
 def free_rv_values(model: pm.Model, point: dict) -> dict[str, np.ndarray]:

@@ -142,7 +142,8 @@ class TunaMH(MinibatchStep):
       Proposals outside it are rejected without reading data, so the chain is exact for
       the posterior restricted to the region; the stat ``region_exits`` counts such
       proposals. At the end of tuning each chain estimates the posterior mass outside
-      the region by importance sampling (stat ``excluded_mass``,
+      the region by importance sampling (stat ``excluded_mass``, NaN without a region
+      and during tuning,
       :mod:`pymc_minibatch_mh.bounds.excluded_mass`) and, with the default radius, grows
       the region until the estimate plus three standard errors is at most 1e-6: first
       reshaped to the tuning draws' spread in the directions where that is more than

@@ -157,3 +157,25 @@ def test_row_source_reads_rows_as_numpy_indexing_does(tmp_path, rng, cache_bytes
 def test_chunked_data_refuses_numpy_with_a_pointer_to_the_numpy_way():
     with pytest.raises(TypeError, match="np.memmap"):
         chunked_data(np.zeros((3, 2)))
+
+
+def test_the_shape_of_chunked_rows_is_inferred_on_either_pytensor(tmp_path, rng):
+    """``ChunkedRows.infer_shape`` takes PyTensor 2's ``(fgraph, node, shapes)`` and
+    PyTensor 3's ``(node, shapes)``; PyTensor 3 wraps (and deprecates) a method with the
+    fgraph parameter, which it did not here."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from pymc_minibatch_mh.data.chunked_data import ChunkedRows
+
+    zarr = pytest.importorskip("zarr")
+    x = rng.normal(size=(40, 3))
+    stored = zarr.create_array(store=str(tmp_path / "x.zarr"), data=x, chunks=(16, 3))
+    idx = pt.vector("idx", dtype="int64")
+    rows = ChunkedRows(RowSource(stored))(idx)
+    shape = pytensor.function([idx], rows.shape)(np.array([3, 1, 7, 30]))
+    np.testing.assert_array_equal(shape, [4, 3])
+    node = rows.owner
+    for args in ((None, node, [(5,)]), (node, [(5,)])):
+        assert node.op.infer_shape(*args) == [(5, 3)]
+    assert ChunkedRows.infer_shape.__name__ == "infer_shape"  # not PyTensor 3's wrapper

@@ -698,6 +698,7 @@ def test_refuses_exp_of_coefficient(data):
         pm.Bernoulli("y", logit_p=alpha + pm.math.exp(b) * x[:, 0], observed=y)
     message = _refuses(model, "not affine in the sampled variables: 'b' enter")
     assert "alpha" not in message.split("enter")[0]
+    assert "centred" not in message  # control: b is no scale (no transform)
 
 
 def test_refuses_positive_scale_times_covariate(data):
@@ -706,7 +707,9 @@ def test_refuses_positive_scale_times_covariate(data):
         beta = pm.Normal("beta", 0, 1, shape=P)
         scale = pm.HalfNormal("scale", 1)
         pm.Normal("y", scale * (x @ beta), 1.0, observed=y)
-    _refuses(model, "'scale' \\(sampled on a transformed scale as 'scale_log__'")
+    message = _refuses(model, "'scale' \\(sampled on a transformed scale as 'scale_log__'")
+    # The usual cause, a non-centred hierarchy, and its affine form come first.
+    assert message.index("write it centred") < message.index("Supported likelihoods")
 
 
 def test_refuses_interaction_of_linear_variables(data):

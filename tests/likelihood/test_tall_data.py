@@ -146,8 +146,19 @@ def test_other_variables_enter_through_shared_values(rng):
 def test_no_observed_data():
     with pm.Model() as model:
         pm.Normal("mu")
-    with pytest.raises(ValueError, match="no observed variables"):
+    with pytest.raises(ValueError, match="no observed variables") as refusal:
         _build(model)
+    assert "prior-only" in str(refusal.value) and "CustomDist" not in str(refusal.value)
+
+
+def test_a_likelihood_written_as_a_potential_is_refused_with_the_observed_way(rng):
+    y = rng.normal(size=N)
+    with pm.Model() as model:
+        mu = pm.Normal("mu")
+        pm.Potential("loglik", pm.logp(pm.Normal.dist(mu, 1.0), y).sum())
+    with pytest.raises(ValueError, match="no observed variables") as refusal:
+        _build(model)
+    assert "'loglik'" in str(refusal.value) and "pm.CustomDist" in str(refusal.value)
 
 
 def test_observed_of_different_lengths(rng):
