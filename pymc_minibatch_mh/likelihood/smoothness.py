@@ -28,7 +28,7 @@ _SMOOTH_AFTER = ("Log",)
 #: ``abs(tau) ** -0.5 * sign(tau)``, here of ``tau = exp(...) ** -2``).
 _POSITIVE = ("Exp", "Exp2", "Sigmoid", "Softplus", "Sqr", "Sqrt", "Abs", "Cosh")
 #: Scalar operations that keep the sign when every input is positive.
-_SIGN_KEEPING = ("Mul", "TrueDiv", "Add", "Pow", "Reciprocal", "Identity", "Cast")
+_SIGN_KEEPING = ("Mul", "TrueDiv", "Add", "Reciprocal", "Identity", "Cast")
 #: Operations that move entries around without changing them.
 _REARRANGING = ("DimShuffle", "Subtensor", "AdvancedSubtensor", "AdvancedSubtensor1", "Alloc")
 
@@ -37,8 +37,9 @@ def kinks(outputs: Sequence[Variable], parameters: Variable, data: Sequence[Vari
     """The elementwise operations of ``outputs`` with a kink (``abs``, ``sign``) applied to
     a term that depends both on ``parameters`` and on one of ``data``, and whose result
     reaches the outputs' values (not only a boolean, such as a parameter check's
-    condition ``abs(sum(p) - 1) < tol``); an absolute value read only by a logarithm is
-    left out."""
+    condition ``abs(sum(p) - 1) < tol``). Left out: a term positive by construction
+    (:func:`_positive`: the kink is never crossed) and an absolute value read only by a
+    logarithm."""
     nodes = list(toposort(list(outputs)))
     valued = _valued(outputs)
     on_parameters = _dependents(nodes, [parameters])
