@@ -26,12 +26,33 @@ except ImportError:  # pragma: no cover - older pytensor
 
 __all__ = [
     "ancestors",
+    "clients_of",
+    "dependents",
     "data_leaves",
     "data_value",
     "graph_inputs",
     "rebuild_graph",
     "tensor_data_inputs",
 ]
+
+
+def dependents(nodes: list, *roots: Variable) -> set:
+    """The ``roots`` and every variable of ``nodes`` (in topological order) computed from
+    any of them."""
+    found = set(roots)
+    for node in nodes:
+        if any(var in found for var in node.inputs):
+            found.update(node.outputs)
+    return found
+
+
+def clients_of(nodes: list) -> dict:
+    """For each variable read by ``nodes``, the nodes that read it (in order)."""
+    clients: dict = {}
+    for node in nodes:
+        for var in node.inputs:
+            clients.setdefault(var, []).append(node)
+    return clients
 
 
 def data_value(var: Variable) -> np.ndarray | RowSource | None:

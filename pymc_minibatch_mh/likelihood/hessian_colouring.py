@@ -41,8 +41,13 @@ import pytensor.tensor as pt
 from pytensor.graph.basic import Constant, Variable
 
 from pymc_minibatch_mh.likelihood.compiling import compile_function, jacobian
-from pymc_minibatch_mh.likelihood.graph_tools import graph_inputs, toposort
-from pymc_minibatch_mh.likelihood.image import _dependents, _is_row_gather
+from pymc_minibatch_mh.likelihood.graph_tools import (
+    clients_of,
+    dependents,
+    graph_inputs,
+    toposort,
+)
+from pymc_minibatch_mh.likelihood.image import _is_row_gather
 
 #: A gathered block is compressed only when it saves at least this many products.
 MIN_SAVED_COLUMNS = 8
@@ -186,11 +191,8 @@ def hessian_colouring(x: Variable, batch: Variable, idx: Variable, size: int) ->
     """
     dense = HessianColouring.dense(size)
     nodes = list(toposort([batch]))
-    clients: dict = {}
-    for node in nodes:
-        for var in node.inputs:
-            clients.setdefault(var, []).append(node)
-    on_rows = _dependents(nodes, idx)
+    clients = clients_of(nodes)
+    on_rows = dependents(nodes, idx)
     readers = clients.get(x, [])
     if not readers or any(type(node.op).__name__ != "Subtensor" for node in readers):
         return dense

@@ -26,7 +26,12 @@ from pytensor.graph.basic import Variable
 from pytensor.tensor.elemwise import Elemwise
 
 from pymc_minibatch_mh.likelihood.compiling import compile_function, jacobian
-from pymc_minibatch_mh.likelihood.graph_tools import ancestors, rebuild_graph, toposort
+from pymc_minibatch_mh.likelihood.graph_tools import (
+    ancestors,
+    dependents,
+    rebuild_graph,
+    toposort,
+)
 from pymc_minibatch_mh.likelihood.tall_data import TallData
 
 #: The image is used only when it is at most this many times longer than the block
@@ -167,7 +172,7 @@ def lift_row_gathers(batch: Variable, q: Variable, idx: Variable) -> Variable:
 def _next_liftable(batch: Variable, q: Variable, idx: Variable):
     """The first ``(node, position of its gather input)`` :func:`lift_row_gathers` moves."""
     nodes = list(toposort([batch]))
-    on_rows, on_q = _dependents(nodes, idx), _dependents(nodes, q)
+    on_rows, on_q = dependents(nodes, idx), dependents(nodes, q)
     for node in nodes:
         if not isinstance(node.op, Elemwise) or len(node.outputs) != 1:
             continue
@@ -200,15 +205,6 @@ def _affine_in(node, position: int) -> bool:
     return name in _AFFINE_OPS or (name == "TrueDiv" and position == 0)
 
 
-def _dependents(nodes: list, root: Variable) -> set:
-    """``root`` and every variable of ``nodes`` (in topological order) computed from it."""
-    found = {root}
-    for node in nodes:
-        if any(var in found for var in node.inputs):
-            found.update(node.outputs)
-    return found
-
-
 def _is_row_gather(node, on_rows: set, on_q: set) -> bool:
     """``z[i]`` along the first axis, ``z`` row-free and block-dependent, ``i`` a vector of
     row-dependent integers (``AdvancedSubtensor1``, or ``AdvancedSubtensor`` with one
@@ -233,7 +229,7 @@ def _frontier(batch: Variable, q: Variable, idx: Variable) -> list[Variable]:
     """Floating-point variables that depend on ``q`` but not on ``idx`` and are read by an
     operation that depends on ``idx`` (in a fixed graph order)."""
     nodes = list(toposort([batch]))
-    on_rows, on_q = _dependents(nodes, idx), _dependents(nodes, q)
+    on_rows, on_q = dependents(nodes, idx), dependents(nodes, q)
     frontier, seen = [], set()
     for node in nodes:
         if not any(out in on_rows for out in node.outputs):

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from pytensor.graph.basic import Variable
 
-from pymc_minibatch_mh.likelihood.graph_tools import toposort
+from pymc_minibatch_mh.likelihood.graph_tools import clients_of, dependents, toposort
 
 #: Scalar operations with a kink at zero.
 _KINKED = ("Abs", "Sign")
@@ -42,12 +42,9 @@ def kinks(outputs: Sequence[Variable], parameters: Variable, data: Sequence[Vari
     logarithm."""
     nodes = list(toposort(list(outputs)))
     valued = _valued(outputs)
-    on_parameters = _dependents(nodes, [parameters])
-    on_data = _dependents(nodes, list(data))
-    clients: dict = {}
-    for node in nodes:
-        for var in node.inputs:
-            clients.setdefault(var, []).append(node)
+    on_parameters = dependents(nodes, parameters)
+    on_data = dependents(nodes, *data)
+    clients = clients_of(nodes)
     found = []
     for node in nodes:
         name = type(getattr(node.op, "scalar_op", None)).__name__
@@ -104,12 +101,3 @@ def _valued(outputs: Sequence[Variable]) -> set:
         if var.owner is not None:
             stack.extend(var.owner.inputs)
     return valued
-
-
-def _dependents(nodes: list, roots: list) -> set:
-    """Variables of the graph computed from any of ``roots`` (the roots included)."""
-    reached = set(roots)
-    for node in nodes:
-        if any(var in reached for var in node.inputs):
-            reached.update(node.outputs)
-    return reached
