@@ -490,8 +490,7 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
     """
     if family == "bernoulli_logit":
         # log sigmoid(s) = -log(1 + exp(-s)), with s = eta for y = 1 and -eta for y = 0.
-        signed = np.where(y > 0.5, eta, -eta)
-        return -np.logaddexp(0.0, -signed)
+        return -np.logaddexp(0.0, np.where(y > 0.5, -eta, eta))
     if family == "binomial_logit":
         # y log sigmoid(eta) + (n - y) log sigmoid(-eta) = y eta - n log(1 + exp(eta)).
         n = np.asarray(params["n"], dtype=np.float64)

@@ -22,8 +22,12 @@ def compile_surrogate_density(
     ``q``) or ``q`` itself. With ``g``, ``H`` the proxy's full-data sums divided by the
     temperature, ``s`` is the prior plus the tempered proxy of the log-likelihood, up to
     a constant. Cost ``O(D^2)``; no data. With ``proxy=False``: ``f(q) -> (log p0(q),
-    grad)``, the prior alone (a closed-form likelihood sum is added outside).
+    grad)``, the prior alone (a closed-form likelihood sum is added outside). For a
+    TallData evaluated with numpy (and no image), numpy's functions.
     """
+    fast = tall_data.numpy_glm
+    if fast is not None and image is None:
+        return fast.surrogate if proxy else fast.prior_and_grad
     graphs = tall_data.graphs
     q = graphs.q
     if not proxy:

@@ -31,6 +31,11 @@ from pymc_minibatch_mh.likelihood.inspection import (
     datum_count,
     likelihood_value_vars,
 )
+from pymc_minibatch_mh.likelihood.numpy_glm import (
+    NumpyGLM,
+    numpy_evaluation_enabled,
+    recognise_numpy_glm,
+)
 from pymc_minibatch_mh.likelihood.row_checks import checks_per_row
 from pymc_minibatch_mh.likelihood.stable_logps import observed_logp_terms
 
@@ -90,6 +95,9 @@ class TallData:
     _loglik_weighted_grad_fn: object = field(default=None, repr=False)
     _logprior_grad_fn: object = field(default=None, repr=False)
     graphs: TallGraphs | None = field(default=None, repr=False, compare=False)
+    #: The functions in numpy (:mod:`~pymc_minibatch_mh.likelihood.numpy_glm`) when the
+    #: model is a recognised GLM with a recognised prior: nothing was compiled for them.
+    numpy_glm: NumpyGLM | None = field(default=None, repr=False, compare=False)
 
     def __getstate__(self):
         # The symbolic graphs are only needed to compile more functions at construction
@@ -172,6 +180,7 @@ def build_tall_data(
     data_dim: str | None = None,
     compile_kwargs: dict | None = None,
     gradients: bool = False,
+    numpy_functions: bool | None = None,
 ) -> TallData:
     """Compile the functions a minibatch kernel needs, once.
 
@@ -193,6 +202,11 @@ def build_tall_data(
     gradients : bool, default False
         Also compile :meth:`TallData.loglik_weighted_grad` and
         :meth:`TallData.logprior_grad` (for gradient-based proposals).
+    numpy_functions : bool, optional
+        Evaluate a recognised GLM with a recognised prior with numpy instead of compiling
+        PyTensor functions (:mod:`~pymc_minibatch_mh.likelihood.numpy_glm`; not with
+        ``compile_kwargs``). Default:
+        :func:`~pymc_minibatch_mh.likelihood.numpy_glm.numpy_evaluation_enabled` (on).
 
     Raises
     ------
@@ -234,6 +248,49 @@ def build_tall_data(
         inputs=value_vars,
         shared_inputs=shared,
     )
+    graphs = TallGraphs(
+        q=q_var,
+        idx=idx,
+        batch=batch,
+        prior=prior,
+        likelihood_outside_block=tuple(
+            v.name
+            for v in likelihood_value_vars(model, loglik_terms)
+            if v.name not in {w.name for w in value_vars}
+        ),
+        compile_kwargs=compile_kwargs,
+    )
+    q0 = np.concatenate(
+        [np.asarray(initial_point[v.name], dtype=q_var.dtype).ravel() for v in value_vars]
+    )
+    fast = None
+    if numpy_functions is None:
+        numpy_functions = numpy_evaluation_enabled()
+    if numpy_functions and not compile_kwargs:
+        fast = recognise_numpy_glm(
+            model,
+            value_vars,
+            shared=shared,
+            initial_point=initial_point,
+            q=q_var,
+            idx=idx,
+            batch=batch,
+            prior=prior,
+        )
+    if fast is not None:
+        return TallData(
+            n_data=n_data,
+            ndim=int(q0.size),
+            var_names=tuple(v.name for v in value_vars),
+            _loglik_fn=fast.loglik,
+            _loglik_diff_fn=fast.loglik_diff,
+            _loglik_full_fn=fast.loglik_full,
+            _logprior_fn=fast.logprior,
+            _loglik_weighted_grad_fn=fast.weighted_grad if gradients else None,
+            _logprior_grad_fn=fast.prior_grad if gradients else None,
+            graphs=graphs,
+            numpy_glm=fast,
+        )
     q_old = q_var.type("q_old")
     batch_old = clone_replace(batch, replace={q_var: q_old})
     loglik_fn = compile_function([q_var, idx], batch, **compile_kwargs)
@@ -252,9 +309,6 @@ def build_tall_data(
     for fn in functions:
         fn.trust_input = True
 
-    q0 = np.concatenate(
-        [np.asarray(initial_point[v.name], dtype=q_var.dtype).ravel() for v in value_vars]
-    )
     data = TallData(
         n_data=n_data,
         ndim=int(q0.size),
@@ -265,18 +319,7 @@ def build_tall_data(
         _logprior_fn=logprior_fn,
         _loglik_weighted_grad_fn=weighted_grad_fn,
         _logprior_grad_fn=prior_grad_fn,
-        graphs=TallGraphs(
-            q=q_var,
-            idx=idx,
-            batch=batch,
-            prior=prior,
-            likelihood_outside_block=tuple(
-                v.name
-                for v in likelihood_value_vars(model, loglik_terms)
-                if v.name not in {w.name for w in value_vars}
-            ),
-            compile_kwargs=compile_kwargs,
-        ),
+        graphs=graphs,
     )
     _self_check(data, q0, other_lengths)
     return data

@@ -103,7 +103,8 @@ def compile_residual_diff(
     """Compile ``residual_diff(q_new, q_old, q_ref, idx) -> (len(idx),)``, checked.
 
     Returns, per datum, ``[l_i(q_new) - l_i(q_old)] - [p_i(q_new) - p_i(q_old)]`` for the
-    second-order Taylor proxy ``p_i`` around ``q_ref``. Summed over all N rows and added
+    second-order Taylor proxy ``p_i`` around ``q_ref`` (numpy's, unchecked, for a TallData
+    evaluated with numpy). Summed over all N rows and added
     to :meth:`TaylorProxy.diff` it gives the exact full-data log-likelihood ratio.
 
     The compiled function is checked on a few rows against the proxy difference built
@@ -127,6 +128,8 @@ def compile_residual_diff(
     RuntimeError
         If the residuals are wrong even without fusion (please report the model).
     """
+    if tall_data.numpy_glm is not None:
+        return tall_data.numpy_glm.residual_diff
     graphs = _graphs_of(tall_data)
     if derivatives is None:
         derivatives = compile_chunk_derivatives(tall_data)
@@ -225,7 +228,10 @@ def _residuals_agree(residual_diff: Callable, check: ResidualCheck) -> bool:
 
 
 def compile_chunk_derivatives(tall_data: TallData) -> Callable:
-    """Compile ``f(q, idx) -> (sum_i l_i, sum_i grad l_i, sum_i hess l_i)`` over rows ``idx``."""
+    """Compile ``f(q, idx) -> (sum_i l_i, sum_i grad l_i, sum_i hess l_i)`` over rows ``idx``
+    (numpy's for a TallData evaluated with numpy)."""
+    if tall_data.numpy_glm is not None:
+        return tall_data.numpy_glm.chunk_derivatives
     graphs = _graphs_of(tall_data)
     return compile_sum_derivatives(
         graphs.q, graphs.batch, graphs.idx, graphs.compile_kwargs, size=tall_data.ndim
@@ -246,7 +252,9 @@ def compile_sum_derivatives(
 
 def compile_prior_derivatives(tall_data: TallData) -> Callable:
     """Compile ``f(q) -> (value, gradient, Hessian)`` of the log prior (with Jacobians and
-    potentials); data-free."""
+    potentials); data-free (numpy's for a TallData evaluated with numpy)."""
+    if tall_data.numpy_glm is not None:
+        return tall_data.numpy_glm.prior_derivatives
     graphs = _graphs_of(tall_data)
     grad = pt.grad(graphs.prior, graphs.q, disconnected_inputs="ignore")
     hess = jacobian(grad, graphs.q, disconnected_inputs="ignore")

@@ -34,6 +34,7 @@ from pymc_minibatch_mh.kernels.proposals import IndependenceProposal, RandomWalk
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.likelihood import build_tall_data
 from pymc_minibatch_mh.likelihood.image import find_likelihood_image
+from pymc_minibatch_mh.likelihood.numpy_glm import numpy_evaluation_enabled
 from pymc_minibatch_mh.likelihood.shared_functions import shared_functions
 from pymc_minibatch_mh.likelihood.surrogate import compile_surrogate_density
 from pymc_minibatch_mh.likelihood.taylor import (
@@ -189,7 +190,12 @@ class MinibatchStep(ConstructionHooks, ProposalMoves, Tuning, PostTuningChecks, 
         self._shared_functions = shared_functions(
             model,
             tuple(v.name for v in vars),
-            (data_dim, repr(sorted((compile_kwargs or {}).items())), self._needs_gradients),
+            (
+                data_dim,
+                repr(sorted((compile_kwargs or {}).items())),
+                self._needs_gradients,
+                numpy_evaluation_enabled(),
+            ),
         )
         self.tall_data = self._shared_functions.get(
             "tall_data",
@@ -226,7 +232,9 @@ class MinibatchStep(ConstructionHooks, ProposalMoves, Tuning, PostTuningChecks, 
             normal_lp = (
                 self._normal_linear_predictor(model, initial_point) if control_variates else None
             )
-            if control_variates and self.proxy_in_image and normal_lp is None:
+            # A linear predictor evaluated with numpy: a proxy in q is one in its image.
+            numpy_glm = self.tall_data.numpy_glm is not None
+            if control_variates and self.proxy_in_image and normal_lp is None and not numpy_glm:
                 image = functions.get(
                     "image",
                     lambda: find_likelihood_image(

@@ -312,6 +312,8 @@ class ConstructionHooks:
     def _recognise_linear_predictor(self, model: pm.Model, initial_point: dict):
         """The likelihood as a linear-predictor family over this step's block, checked
         against the compiled per-datum likelihood; raises ``UnsupportedLikelihood``."""
+        if self.tall_data.numpy_glm is not None:  # recognised (and checked) already
+            return self.tall_data.numpy_glm.likelihood
         status = f"Reading the likelihood as a linear predictor ({self.tall_data.n_data:,} rows)"
         with progress_status(status, enabled=self.progressbar):
             return self._shared_functions.get(

@@ -19,9 +19,13 @@ N, D = 20_000, 4
 
 
 def _build(model, value_vars):
+    """The model's compiled functions: this module tests the PyTensor Taylor functions
+    (a recognised GLM's numpy ones are compared with them in test_numpy_glm.py)."""
     point = model.initial_point()
     shared = make_shared_replacements(point, value_vars, model)
-    return build_tall_data(model, value_vars, shared=shared, initial_point=point)
+    return build_tall_data(
+        model, value_vars, shared=shared, initial_point=point, numpy_functions=False
+    )
 
 
 @pytest.fixture(scope="module")

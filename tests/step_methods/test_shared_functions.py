@@ -9,6 +9,7 @@ from step_sampling import QUIET, logistic_design, logistic_regression_model
 from pymc_minibatch_mh import MinibatchBarker, TunaMH
 from pymc_minibatch_mh.likelihood import compiling, function_cache
 from pymc_minibatch_mh.likelihood.compiling import DataBoundFunction
+from pymc_minibatch_mh.likelihood.numpy_glm import NumpyGLM, evaluate_with_numpy
 from pymc_minibatch_mh.likelihood.shared_functions import share_between_steps
 
 
@@ -81,13 +82,26 @@ def test_a_partial_block_is_not_shared(sharing):
     assert second.tall_data is not first.tall_data
 
 
+#: The numpy functions of a recognised GLM that read rows, and the position of their
+#: row indices (None: all N rows).
+_NUMPY_READS = {
+    "loglik": 1,
+    "loglik_diff": 2,
+    "loglik_full": None,
+    "chunk_derivatives": 1,
+    "weighted_grad": 1,
+    "residual_diff": 3,
+}
+
+
+@pytest.mark.parametrize("numpy_functions", [True, False], ids=["numpy", "compiled"])
 @pytest.mark.parametrize("step_class", [MinibatchBarker, TunaMH])
-def test_construction_reads_the_rows_it_reports(monkeypatch, step_class):
-    """Count the rows every compiled data function is evaluated on while a step is
-    built (a gathered function reads ``len(idx)`` or ``len(rows)`` rows, a full one N;
-    the recogniser's evaluations of its own graphs included) and compare with
-    ``n_data_passes``, which also counts the passes made outside them (data validation;
-    TunaMH's row norms)."""
+def test_construction_reads_the_rows_it_reports(monkeypatch, step_class, numpy_functions):
+    """Count the rows every compiled data function (and, for a GLM evaluated with numpy,
+    every numpy function) is evaluated on while a step is built (a gathered function
+    reads ``len(idx)`` or ``len(rows)`` rows, a full one N; the recogniser's evaluations
+    of its own graphs included) and compare with ``n_data_passes``, which also counts the
+    passes made outside them (data validation; TunaMH's row norms)."""
     share_between_steps(False)
     n = 100_000  # large enough for the Newton search to start on a subsample
     model = logistic_regression_model(*logistic_design(n))
@@ -100,12 +114,26 @@ def test_construction_reads_the_rows_it_reports(monkeypatch, step_class):
         rows.append(n if index is None else len(args[index]))
         return original(self, *args)
 
+    def counting_numpy(name, index):
+        method = getattr(NumpyGLM, name)
+
+        def call(self, *args):
+            rows.append(n if index is None else len(args[index]))
+            return method(self, *args)
+
+        return call
+
     monkeypatch.setattr(DataBoundFunction, "__call__", counting)
+    for name, index in _NUMPY_READS.items():
+        monkeypatch.setattr(NumpyGLM, name, counting_numpy(name, index))
+    evaluate_with_numpy(numpy_functions)
     try:
         with model:
             step = step_class(progressbar=False)
     finally:
         share_between_steps(True)
+        evaluate_with_numpy(True)
+    assert (step.tall_data.numpy_glm is not None) is numpy_functions
     other_passes = {MinibatchBarker: 1, TunaMH: 2}[step_class]
     through_functions = sum(rows) / n
     # Probe rows of the self-checks add a few dozen rows (< 0.01 pass).

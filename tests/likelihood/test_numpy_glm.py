@@ -1,0 +1,256 @@
+"""Recognised GLMs evaluated with numpy (nothing compiled): the same values, derivatives,
+residuals, surrogate and draws as the compiled functions of the same model; models
+outside the recognised set keep the compiled functions."""
+
+import numpy as np
+import pymc as pm
+import pytest
+from pymc.pytensorf import make_shared_replacements
+
+from pymc_minibatch_mh import MinibatchBarker
+from pymc_minibatch_mh.likelihood import build_tall_data
+from pymc_minibatch_mh.likelihood.numpy_glm import (
+    NumpyGLM,
+    evaluate_with_numpy,
+    numpy_evaluation_enabled,
+)
+from pymc_minibatch_mh.likelihood.numpy_prior import IndependentPrior
+from pymc_minibatch_mh.likelihood.surrogate import compile_surrogate_density
+from pymc_minibatch_mh.likelihood.taylor import (
+    compile_chunk_derivatives,
+    compile_prior_derivatives,
+    compile_residual_diff,
+)
+
+N, D = 600, 3
+
+
+def _model(family: str, seed: int = 0) -> pm.Model:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(N, D))
+    eta_true = 0.2 + x @ np.array([0.5, -0.3, 0.2])
+    with pm.Model() as model:
+        a = pm.StudentT("a", nu=4, mu=0.5, sigma=3)
+        beta = pm.Normal("beta", mu=np.array([0.0, 1.0, -1.0]), sigma=np.array([1, 2, 3]))
+        eta = a + x @ beta
+        if family == "logistic":
+            y = (rng.random(N) < 1 / (1 + np.exp(-eta_true))).astype("int64")
+            pm.Bernoulli("y", logit_p=eta, observed=y)
+        elif family == "poisson":
+            pm.Poisson("y", mu=pm.math.exp(eta), observed=rng.poisson(np.exp(eta_true)))
+        elif family == "normal_free":
+            sigma = pm.HalfCauchy("sigma", 2)
+            pm.Normal("y", mu=eta, sigma=sigma, observed=eta_true + rng.normal(size=N))
+        else:  # a fixed scale per row
+            scale = 0.5 + rng.random(N)
+            pm.Normal("y", mu=eta, sigma=scale, observed=eta_true + scale * rng.normal(size=N))
+    return model
+
+
+def _tall(model: pm.Model, numpy_functions: bool):
+    point = model.initial_point()
+    shared = make_shared_replacements(point, model.value_vars, model)
+    return build_tall_data(
+        model,
+        model.value_vars,
+        shared=shared,
+        initial_point=point,
+        gradients=True,
+        numpy_functions=numpy_functions,
+    )
+
+
+FAMILIES = ("logistic", "poisson", "normal_free", "normal_rows")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_numpy_functions_equal_the_compiled_ones(family):
+    model = _model(family)
+    fast, compiled = _tall(model, True), _tall(model, False)
+    assert isinstance(fast.numpy_glm, NumpyGLM) and compiled.numpy_glm is None
+    rng = np.random.default_rng(1)
+    q_ref, q_old, q_new = (0.3 * rng.standard_normal(fast.ndim) for _ in range(3))
+    idx = rng.choice(N, size=50, replace=False).astype(np.int64)
+    weights = rng.random(idx.size)
+    close = dict(rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(fast.loglik(q_new, idx), compiled.loglik(q_new, idx), **close)
+    np.testing.assert_allclose(
+        fast.loglik_diff(q_new, q_old, idx), compiled.loglik_diff(q_new, q_old, idx), **close
+    )
+    np.testing.assert_allclose(fast.loglik_full(q_new), compiled.loglik_full(q_new), **close)
+    np.testing.assert_allclose(fast.logprior(q_new), compiled.logprior(q_new), **close)
+    np.testing.assert_allclose(fast.logprior_grad(q_new), compiled.logprior_grad(q_new), **close)
+    np.testing.assert_allclose(
+        fast.loglik_weighted_grad(q_new, idx, weights),
+        compiled.loglik_weighted_grad(q_new, idx, weights),
+        **close,
+    )
+    for got, want in zip(
+        compile_chunk_derivatives(fast)(q_new, idx),
+        compile_chunk_derivatives(compiled)(q_new, idx),
+        strict=True,
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-8)
+    for got, want in zip(
+        compile_prior_derivatives(fast)(q_new),
+        compile_prior_derivatives(compiled)(q_new),
+        strict=True,
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)
+    residual = compile_residual_diff(fast, reference=q_ref)(q_new, q_old, q_ref, idx)
+    want = compile_residual_diff(compiled, reference=q_ref)(q_new, q_old, q_ref, idx)
+    np.testing.assert_allclose(residual, want, rtol=1e-7, atol=1e-9)
+    g, h = rng.standard_normal(fast.ndim), -np.eye(fast.ndim)
+    for got, want in zip(
+        compile_surrogate_density(fast)(q_new, g, h, q_ref),
+        compile_surrogate_density(compiled)(q_new, g, h, q_ref),
+        strict=True,
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_a_changed_numpy_model_is_told_apart():
+    """Negative control of the comparison above: the numpy functions of a likelihood whose
+    observations differ by one row, and of a prior with another scale, differ from the
+    compiled ones."""
+    model = _model("logistic")
+    fast, compiled = _tall(model, True), _tall(model, False)
+    likelihood = fast.numpy_glm.likelihood
+    observed = np.array(likelihood.observed)
+    observed[7] = 1 - observed[7]
+    changed = type(likelihood)(
+        family=likelihood.family,
+        design=likelihood.design,
+        offset=likelihood.offset,
+        observed=observed,
+        params=likelihood.params,
+    )
+    q = 0.3 * np.ones(fast.ndim)
+    idx = np.arange(20, dtype=np.int64)
+    other = NumpyGLM(changed, fast.numpy_glm.prior)
+    assert not np.allclose(other.loglik(q, idx), compiled.loglik(q, idx), rtol=1e-9)
+    terms = fast.numpy_glm.prior.terms
+    wider = IndependentPrior(
+        ndim=fast.ndim,
+        terms=tuple(
+            type(t)(t.kind, t.start, t.stop, tuple(2.0 * p for p in t.params)) for t in terms
+        ),
+    )
+    assert not np.isclose(wider.value(q), compiled.logprior(q), rtol=1e-9)
+
+
+def test_prior_hessian_matches_finite_differences():
+    """Every distribution of the numpy prior: the Hessian's diagonal is the derivative of
+    the gradient (the comparison with PyMC checks values and gradients only)."""
+    with pm.Model() as model:
+        pm.Normal("n", 1, 2, shape=2)
+        pm.StudentT("t", nu=3, mu=-1, sigma=2)
+        pm.Cauchy("c", 0.5, 1.5)
+        pm.HalfNormal("h", 2)
+        pm.HalfCauchy("hc", 0.7)
+        pm.Exponential("e", 3.0)
+        x = np.linspace(-1, 1, 40)
+        pm.Normal("y", mu=x, sigma=1, observed=x)
+    tall = _tall(model, True)
+    prior = tall.numpy_glm.prior
+    assert sorted({t.kind for t in prior.terms}) == sorted(
+        ["Normal", "StudentT", "Cauchy", "HalfNormal", "HalfCauchy", "Exponential"]
+    )
+    q = np.random.default_rng(3).standard_normal(prior.ndim)
+    _, grad, hess = prior.value_grad_hessian(q)
+    step = 1e-6
+    for k in range(prior.ndim):
+        e = np.zeros(prior.ndim)
+        e[k] = step
+        numeric = (prior.grad(q + e) - prior.grad(q - e)) / (2 * step)
+        np.testing.assert_allclose(hess[:, k], numeric, rtol=1e-5, atol=1e-6)
+        value_diff = (prior.value(q + e) - prior.value(q - e)) / (2 * step)
+        np.testing.assert_allclose(grad[k], value_diff, rtol=1e-5, atol=1e-6)
+
+
+def _hierarchy() -> pm.Model:
+    rng = np.random.default_rng(0)
+    group = rng.integers(0, 4, size=N)
+    with pm.Model() as model:
+        tau = pm.HalfNormal("tau", 1)
+        a = pm.Normal("a", 0, tau, shape=4)
+        pm.Normal("y", mu=a[group], sigma=1, observed=rng.normal(size=N))
+    return model
+
+
+def _student_t_likelihood() -> pm.Model:
+    x = np.linspace(-1, 1, N)
+    with pm.Model() as model:
+        b = pm.Normal("b", 0, 1)
+        pm.StudentT("y", nu=4, mu=b * x, sigma=1, observed=x)
+    return model
+
+
+def _uniform_prior() -> pm.Model:
+    x = np.linspace(-1, 1, N)
+    with pm.Model() as model:
+        b = pm.Uniform("b", -3, 3)
+        pm.Normal("y", mu=b * x, sigma=1, observed=x)
+    return model
+
+
+def _potential() -> pm.Model:
+    x = np.linspace(-1, 1, N)
+    with pm.Model() as model:
+        b = pm.Normal("b", 0, 1)
+        pm.Potential("shrink", -(b**2))
+        pm.Normal("y", mu=b * x, sigma=1, observed=x)
+    return model
+
+
+OTHER_MODELS = [_hierarchy, _student_t_likelihood, _uniform_prior, _potential]
+
+
+@pytest.mark.parametrize("build", OTHER_MODELS, ids=lambda f: f.__name__)
+def test_other_models_keep_the_compiled_functions(build):
+    tall = _tall(build(), True)
+    assert tall.numpy_glm is None
+    q = np.zeros(tall.ndim)
+    assert np.all(np.isfinite(tall.loglik(q, np.arange(5, dtype=np.int64))))
+
+
+def test_a_step_draws_the_same_with_and_without_compiling():
+    model = _model("logistic")
+    assert numpy_evaluation_enabled()
+    draws = {}
+    try:
+        for enabled in (True, False):
+            evaluate_with_numpy(enabled)
+            with model:
+                step = MinibatchBarker(progressbar=False)
+                assert (step.tall_data.numpy_glm is not None) is enabled
+                idata = pm.sample(
+                    100,
+                    tune=100,
+                    chains=1,
+                    step=step,
+                    random_seed=5,
+                    progressbar=False,
+                    compute_convergence_checks=False,
+                )
+            draws[enabled] = idata.posterior["beta"].values
+    finally:
+        evaluate_with_numpy(True)
+    np.testing.assert_allclose(draws[True], draws[False], rtol=1e-6, atol=1e-8)
+    # Negative control: the chain moves (equal draws are not those of a stuck chain).
+    assert np.unique(draws[True][0, :, 0]).size > 10
+
+
+def test_priors_with_pymc_float32_constants_are_read():
+    """PyMC keeps ``sigma=5.0`` as a float32 constant and computes ``log(sigma)`` in float32;
+    the numpy prior is accepted all the same (the bench's model, where it was not at first)
+    and takes PyMC's constant, so its values equal the compiled prior's."""
+    x = np.linspace(-1, 1, N)
+    with pm.Model() as model:
+        b = pm.Normal("b", 0.0, 5.0, shape=2)
+        pm.Bernoulli("y", logit_p=b[0] + b[1] * x, observed=(x > 0.1).astype("int64"))
+    fast, compiled = _tall(model, True), _tall(model, False)
+    assert fast.numpy_glm is not None
+    points = np.random.default_rng(2).standard_normal((3, 2))
+    gaps = [fast.logprior(q) - compiled.logprior(q) for q in points]
+    np.testing.assert_allclose(gaps, 0.0, atol=1e-9)
