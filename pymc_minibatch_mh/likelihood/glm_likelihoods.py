@@ -404,6 +404,12 @@ class LinearPredictorLikelihood:
         """Untempered per-datum log-likelihood of the rows ``idx`` (all rows if None)."""
         rows = slice(None) if idx is None else np.asarray(idx)
         eta = self.linear_predictor(q, idx)
+        return family_loglik(self.family, eta, self.observed[rows], self.row_params(q, idx))
+
+    def row_params(self, q: np.ndarray, idx: np.ndarray | None = None) -> dict:
+        """The family's parameters besides ``eta`` for the rows ``idx`` (all rows if None)
+        at ``q``, as :func:`family_loglik` reads them."""
+        rows = slice(None) if idx is None else np.asarray(idx)
         params = {
             name: value if np.ndim(value) == 0 else value[rows]
             for name, value in self.params.items()
@@ -416,7 +422,7 @@ class LinearPredictorLikelihood:
             params["odds"] = math.exp(self.log_odds(q))
         if self.cut_rows is not None:
             params["cutpoints"] = self.cutpoints(q)
-        return family_loglik(self.family, eta, self.observed[rows], params)
+        return params
 
 
 @dataclass(frozen=True, eq=False)

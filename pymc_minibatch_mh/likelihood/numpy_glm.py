@@ -92,13 +92,12 @@ class _Rows:
 
 @dataclass(frozen=True)
 class RowDerivatives:
-    """Per-row log-likelihood and its derivatives in ``(eta, s)`` at one point.
+    """Per-row derivatives of the log-likelihood in ``(eta, s)`` at one point.
 
     ``d_s``, ``d_es`` and ``d_ss`` are None when the likelihood has no free shared log
     scale ``s``.
     """
 
-    value: np.ndarray
     d_e: np.ndarray
     d_ee: np.ndarray
     d_s: np.ndarray | None = None
@@ -118,10 +117,6 @@ class NumpyGLM:
 
     likelihood: LinearPredictorLikelihood
     prior: IndependentPrior
-
-    @property
-    def ndim(self) -> int:
-        return self.prior.ndim
 
     # -- per-row values -------------------------------------------------------------
     def loglik(self, q: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -157,39 +152,26 @@ class NumpyGLM:
     def _values(self, rows: _Rows, eta: np.ndarray, q: np.ndarray) -> np.ndarray:
         """Per-row log-likelihood at ``q`` from its ``eta``."""
         lik = self.likelihood
-        params = {}
-        if lik.family == "normal":
-            s = self._log_scale(q)
-            sigma = lik.params["sigma"] if s is None else math.exp(s)
-            params["sigma"] = sigma if np.ndim(sigma) == 0 else sigma[rows.idx]
-        return family_loglik(lik.family, eta, rows.observed, params)
-
-    def _log_scale(self, q: np.ndarray) -> float | None:
-        lik = self.likelihood
-        return None if lik.scale_row is None else lik.log_scale(q)
+        return family_loglik(lik.family, eta, rows.observed, lik.row_params(q, rows.idx))
 
     def _derivatives(self, rows: _Rows, eta: np.ndarray, q: np.ndarray) -> RowDerivatives:
-        """Per-row value and derivatives in ``(eta, s)`` of ``rows`` at ``q`` (``eta``)."""
+        """Per-row derivatives in ``(eta, s)`` of ``rows`` at ``q`` (``eta``)."""
         lik = self.likelihood
         y = rows.observed
-        value = self._values(rows, eta, q)
         if lik.family == "bernoulli_logit":
             p = expit(eta)
-            return RowDerivatives(value, y - p, -p * (1.0 - p))
+            return RowDerivatives(y - p, -p * (1.0 - p))
         if lik.family == "poisson_log":
             mu = np.exp(eta)
-            return RowDerivatives(value, y - mu, -mu)
+            return RowDerivatives(y - mu, -mu)
         residual = y - eta
-        s = self._log_scale(q)
-        if s is None:
-            sigma = lik.params["sigma"]
-            sigma = sigma if np.ndim(sigma) == 0 else sigma[rows.idx]
+        if lik.scale_row is None:
+            sigma = lik.row_params(q, rows.idx)["sigma"]
             precision = 1.0 / np.asarray(sigma, dtype=np.float64) ** 2
-            return RowDerivatives(value, residual * precision, -precision + 0.0 * eta)
-        precision = math.exp(-2.0 * s)
+            return RowDerivatives(residual * precision, -precision + 0.0 * eta)
+        precision = math.exp(-2.0 * lik.log_scale(q))
         weighted = residual * precision
         return RowDerivatives(
-            value,
             weighted,
             np.full_like(eta, -precision),
             d_s=residual * weighted - 1.0,
@@ -201,6 +183,7 @@ class NumpyGLM:
         """``(sum_i l_i, sum_i grad l_i, sum_i hess l_i)`` over the rows ``idx``."""
         rows, eta = self._predictors(idx, q, design=True)
         d = self._derivatives(rows, eta[:, 0], q)
+        value = float(self._values(rows, eta[:, 0], q).sum())
         x = rows.design
         grad = x.T @ d.d_e
         hess = x.T @ (d.d_ee[:, None] * x)
@@ -209,7 +192,7 @@ class NumpyGLM:
             cross = x.T @ d.d_es
             grad = grad + a * d.d_s.sum()
             hess = hess + np.outer(cross, a) + np.outer(a, cross) + np.outer(a, a) * d.d_ss.sum()
-        return float(d.value.sum()), grad, hess
+        return value, grad, hess
 
     def weighted_grad(self, q: np.ndarray, idx: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """Gradient of ``sum_j weights[j] l_j(q)`` over the rows ``idx``."""
@@ -291,8 +274,12 @@ def recognise_numpy_glm(
         return None
     if any(v.owner is not None and isinstance(v.owner.op, ChunkedRows) for v in ancestors([batch])):
         return None  # rows read from zarr / Dask: the compiled functions run as Dask tasks
-    prior_fn = compile_function([q], [prior, pt.grad(prior, q)], mode=_MODE)
-    independent = recognise_independent_prior(model, value_vars, initial_point, prior_fn)
+    independent = recognise_independent_prior(
+        model,
+        value_vars,
+        initial_point,
+        lambda: compile_function([q], [prior, pt.grad(prior, q)], mode=_MODE),
+    )
     if independent is None:
         return None
     batch_fn = compile_function([q, idx], batch, mode=_MODE, on_unused_input="ignore")

@@ -194,7 +194,10 @@ def _kind(rv: Variable, transform) -> tuple[str, int] | None:
 
 
 def recognise_independent_prior(
-    model: pm.Model, value_vars: Sequence[Variable], initial_point: dict, prior: Callable
+    model: pm.Model,
+    value_vars: Sequence[Variable],
+    initial_point: dict,
+    compile_prior: Callable[[], Callable],
 ) -> IndependentPrior | None:
     """The model's prior as independent distributions of :data:`DISTRIBUTIONS` with
     constant parameters, or None.
@@ -207,10 +210,11 @@ def recognise_independent_prior(
         variables.
     initial_point : dict
         A point of the model (sizes of the variables, and where the check runs).
-    prior : callable
-        ``prior(q) -> (log p(q), gradient)`` as PyMC computes it (compiled with the Python
-        linker: a few calls). The numpy prior must agree with it at ``q0`` and at three
-        random points around it.
+    compile_prior : callable
+        ``compile_prior() -> prior`` with ``prior(q) -> (log p(q), gradient)`` as PyMC
+        computes it (compiled with the Python linker: a few calls), called only once the
+        prior's structure has been read. The numpy prior must agree with it at ``q0`` and at
+        three random points around it.
     """
     if model.potentials or {v.name for v in value_vars} != {v.name for v in model.value_vars}:
         return None
@@ -245,6 +249,7 @@ def recognise_independent_prior(
     q0 = np.concatenate(
         [np.asarray(initial_point[v.name], dtype=np.float64).ravel() for v in value_vars]
     )
+    prior = compile_prior()
     exact = IndependentPrior(ndim=start, terms=tuple(terms))
     gap = float(prior(q0)[0]) - exact.value(q0)
     if not abs(gap) <= _CHECK_RTOL * (1.0 + abs(exact.value(q0))):
