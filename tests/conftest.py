@@ -34,3 +34,14 @@ def cluster_client():
         distributed.Client(cluster) as client,
     ):
         yield client
+
+
+@pytest.fixture
+def first_run():
+    """Constructions as on a first run: the package's function cache off (nothing loaded,
+    so Hessian sums are differences of the gradient sums where the data are small)."""
+    from pymc_minibatch_mh.likelihood import function_cache
+
+    function_cache.use_function_cache(False)
+    yield
+    function_cache.use_function_cache(True)

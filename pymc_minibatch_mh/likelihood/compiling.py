@@ -112,13 +112,22 @@ class DataBoundFunction:
         self._chunked = any(isinstance(d, RowSource) for d in data)
 
     def __call__(self, *args):
-        rows = [source[args[k]] for source, k in self.gathers]
+        return self._call(args, [source[args[k]] for source, k in self.gathers])
+
+    def _call(self, args: tuple, rows: list):
         data = (np.asarray(d) for d in self.data) if self._chunked else self.data
         try:
             return self.function(*args, *rows, *data)
         finally:
             for cell in self._data_cells:
                 cell.storage[0] = None
+
+    def with_rows_of(self, *args):
+        """A function of the same arguments that uses the chunked rows of ``args``'
+        indices, read once now (differences of a gradient call the function several times
+        on one block of rows; the indices of later calls must be the same)."""
+        rows = [source[args[k]] for source, k in self.gathers]
+        return lambda *call_args: self._call(call_args, rows)
 
     @property
     def trust_input(self) -> bool:
@@ -163,9 +172,10 @@ def _data_cells(function, n_data: int) -> list:
     return explicit[len(explicit) - n_data :]
 
 
-def compile_function(inputs, outputs, **kwargs):
+def compile_function(inputs, outputs, *, only_cached: bool = False, **kwargs):
     """:func:`pymc.pytensorf.compile`, binding the data placeholders the graph reads and
-    adding the wall time to :func:`compile_seconds`."""
+    adding the wall time to :func:`compile_seconds`. With ``only_cached``, the function
+    only if the package's on-disk cache holds it (else None, nothing compiled)."""
     global _seconds
     start = time.perf_counter()
     try:
@@ -174,7 +184,9 @@ def compile_function(inputs, outputs, **kwargs):
         rows = [placeholder for placeholder, _, _ in gathered]
         if gathered:  # an index may now serve only to read the rows, outside the graph
             kwargs = {**kwargs, "on_unused_input": "ignore"}
-        function = _cached_compile([*inputs, *rows, *data], outputs, kwargs)
+        function = _cached_compile([*inputs, *rows, *data], outputs, kwargs, only_cached)
+        if function is None:
+            return None
         if not data and not gathered:
             return function
         return DataBoundFunction(
@@ -209,9 +221,9 @@ def _chunked_rows_as_inputs(inputs, outputs):
     return (rebuilt[0] if single else rebuilt), gathered
 
 
-def _cached_compile(inputs: list, outputs, kwargs: dict):
+def _cached_compile(inputs: list, outputs, kwargs: dict, only_cached: bool = False):
     """Load the compiled function from :mod:`~pymc_minibatch_mh.likelihood.function_cache`
-    or compile it (and store it there)."""
+    or compile it (and store it there); with ``only_cached``, None instead of compiling."""
     global _loaded, _compiled, _uncacheable
     key = function_cache.graph_key(inputs, outputs, kwargs)
     function = None if key is None else function_cache.load(key)
@@ -220,6 +232,8 @@ def _cached_compile(inputs: list, outputs, kwargs: dict):
         if key in _compilation_order:
             _loads_of_own.append(_compilation_order[key])
         return function
+    if only_cached:
+        return None
     with warnings.catch_warnings():
         # PyTensor's numba backend runs Python-level Ops in object mode and says so; for
         # ChunkedRows (a zarr or Dask read) that is the intended way.

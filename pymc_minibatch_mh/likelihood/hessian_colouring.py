@@ -41,6 +41,7 @@ import pytensor.tensor as pt
 from pytensor.graph.basic import Constant, Variable
 
 from pymc_minibatch_mh.likelihood.compiling import compile_function, jacobian
+from pymc_minibatch_mh.likelihood.differenced_products import DifferencedProducts
 from pymc_minibatch_mh.likelihood.graph_tools import (
     clients_of,
     dependents,
@@ -53,6 +54,14 @@ from pymc_minibatch_mh.likelihood.image import _is_row_gather
 MIN_SAVED_COLUMNS = 8
 #: Relative tolerance of the check of the recovered Hessian against direct products.
 CHECK_RTOL = 1e-6
+#: Whether the products may be differences of compiled gradient sums
+#: (:class:`~pymc_minibatch_mh.likelihood.differenced_products.DifferencedProducts`) on a
+#: first run, instead of a compiled graph of products.
+DIFFERENCED_PRODUCTS = True
+#: Largest rows times colours per pass for which a first run takes differences: at
+#: 10^6 rows and 5 colours, about 30 gradient sums of 20 ms per pass instead of one
+#: graph of products; a cold compilation of that graph took 20-56 s on numba.
+DIFFERENCED_ROWS = 10_000_000
 #: Operations through which a gathered block may be read from ``x`` (pure re-indexing).
 _REINDEXING_OPS = ("Subtensor", "Reshape", "DimShuffle", "SpecifyShape")
 
@@ -130,10 +139,11 @@ class ColouredSumDerivatives:
     wrong costs speed, never correctness).
     """
 
-    def __init__(self, function, colouring: HessianColouring):
+    def __init__(self, function, colouring: HessianColouring, *, symmetrise: bool = False):
         self.function = function
         self.colouring = colouring
         self.checked = colouring.n_colours == colouring.size
+        self.symmetrise = symmetrise
 
     @property
     def gathers(self) -> tuple:
@@ -144,14 +154,20 @@ class ColouredSumDerivatives:
     def __call__(self, x: np.ndarray, idx: np.ndarray):
         colouring = self.colouring
         value, grad, products = self.function(x, colouring.columns, idx)
-        hess = colouring.recover(products)
+        hess = self._recover(colouring, products)
         if not self.checked:
             self.checked = True
             if not self._agrees(x, idx, hess):
                 self.colouring = HessianColouring.dense(colouring.size)
                 value, grad, products = self.function(x, self.colouring.columns, idx)
-                hess = self.colouring.recover(products)
+                hess = self._recover(self.colouring, products)
         return value, grad, hess
+
+    def _recover(self, colouring: HessianColouring, products: np.ndarray) -> np.ndarray:
+        """The Hessian from the products; symmetrised for approximate products (each
+        off-diagonal entry is then the mean of the two products that hold it)."""
+        hess = colouring.recover(products)
+        return 0.5 * (hess + hess.T) if self.symmetrise else hess
 
     def _agrees(self, x: np.ndarray, idx: np.ndarray, hess: np.ndarray) -> bool:
         """Whether ``hess`` (recovered from the colouring) times two random vectors equals
@@ -163,21 +179,50 @@ class ColouredSumDerivatives:
 
 
 def compile_coloured_sum_derivatives(
-    x: Variable, batch: Variable, idx: Variable, compile_kwargs: dict, *, size: int | None = None
+    x: Variable,
+    batch: Variable,
+    idx: Variable,
+    compile_kwargs: dict,
+    *,
+    size: int | None = None,
+    n_data: int | None = None,
 ) -> ColouredSumDerivatives:
     """Compile the value, gradient and Hessian sums of ``batch.sum()`` in the vector ``x``
     (of length ``size``, read from its type if not given) with the colouring
-    :func:`hessian_colouring` finds in the graph."""
+    :func:`hessian_colouring` finds in the graph.
+
+    The products ``H V`` come from their compiled graph when the package's function
+    cache holds it (a warm run), or when differences would cost too much: more than
+    :data:`DIFFERENCED_ROWS` rows times colours per pass (``n_data`` rows; unknown counts
+    as too many). Otherwise (a first run on data of moderate size) they are differences of
+    the compiled gradient sums (:class:`~pymc_minibatch_mh.likelihood.
+    differenced_products.DifferencedProducts`), whose function compiles several times
+    faster than the products' graph; about ``4-8 C`` gradient evaluations per block of
+    rows instead of ``C`` products.
+    """
     size = _static_length(x) if size is None else int(size)
     if size is None:
         raise ValueError("the length of x is needed for its Hessian colouring; pass size=")
     total = batch.sum()
     grad = pt.grad(total, x)
+    colouring = hessian_colouring(x, batch, idx, size)
     columns = pt.matrix("colour_columns", dtype=grad.dtype)
-    products = jacobian(pt.dot(grad, columns), x)
-    function = compile_function([x, columns, idx], [total, grad, products], **compile_kwargs)
+    products = [x, columns, idx], [total, grad, jacobian(pt.dot(grad, columns), x)]
+
+    def compile_products(only_cached: bool = False):
+        function = compile_function(*products, only_cached=only_cached, **compile_kwargs)
+        if function is not None:
+            function.trust_input = True
+        return function
+
+    cost = None if n_data is None else n_data * colouring.n_colours
+    cached = compile_products(only_cached=True) if DIFFERENCED_PRODUCTS else None
+    if not DIFFERENCED_PRODUCTS or cached is not None or cost is None or cost > DIFFERENCED_ROWS:
+        return ColouredSumDerivatives(cached or compile_products(), colouring)
+    function = compile_function([x, idx], [total, grad], **compile_kwargs)
     function.trust_input = True
-    return ColouredSumDerivatives(function, hessian_colouring(x, batch, idx, size))
+    differenced = DifferencedProducts(function, compile_products)
+    return ColouredSumDerivatives(differenced, colouring, symmetrise=True)
 
 
 def hessian_colouring(x: Variable, batch: Variable, idx: Variable, size: int) -> HessianColouring:

@@ -17,15 +17,18 @@ Normal              ``r exp(-2 s)``             ``-exp(-2 s)``
 
 with ``r = y - eta``; for the Normal also ``dl/ds = r^2 exp(-2 s) - 1``,
 ``d2l/deta ds = -2 r exp(-2 s)`` and ``d2l/ds2 = -2 r^2 exp(-2 s)``. Sums over rows are
-``X^T`` products of these. :func:`numpy_glm_functions` returns them when the model is
+``X^T`` products of these. :func:`recognise_numpy_glm` returns them when the model is
 one of these families (read and checked by
 :func:`~pymc_minibatch_mh.likelihood.linear_predictor.recognise_linear_predictor`), its
-prior is :mod:`~pymc_minibatch_mh.likelihood.numpy_prior`'s, its data are arrays in
-memory, and the block is the whole model with at most :data:`MAX_DIM` coordinates; None
-otherwise (PyTensor functions are compiled as before). What it returns was compared with
-PyMC's graphs of the same model (likelihood on probe rows through the minibatch graph,
-prior and its gradient at four points), each compiled with PyTensor's Python linker,
-which compiles in milliseconds.
+data are arrays in memory, and the block is the whole model with at most
+:data:`MAX_DIM` coordinates; None otherwise (PyTensor functions are compiled as before).
+The prior is :mod:`~pymc_minibatch_mh.likelihood.numpy_prior`'s where it reads it
+(nothing compiled), else PyMC's in one compiled function of value and gradient
+(:mod:`~pymc_minibatch_mh.likelihood.compiled_prior`: hierarchies, other distributions,
+potentials). What it returns was compared with PyMC's graphs of the same model
+(likelihood on probe rows through the minibatch graph, a numpy prior and its gradient at
+four points), each compiled with PyTensor's Python linker, which compiles in
+milliseconds.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from scipy.special import expit
 from pymc_minibatch_mh.data.chunked_data import ChunkedRows
 from pymc_minibatch_mh.data.row_design import RowDesign
 from pymc_minibatch_mh.likelihood.affine_maps import _MODE
+from pymc_minibatch_mh.likelihood.compiled_prior import CompiledPrior, compile_prior
 from pymc_minibatch_mh.likelihood.compiling import compile_function
 from pymc_minibatch_mh.likelihood.glm_likelihoods import (
     LinearPredictorLikelihood,
@@ -116,7 +120,7 @@ class NumpyGLM:
     same signatures and results."""
 
     likelihood: LinearPredictorLikelihood
-    prior: IndependentPrior
+    prior: IndependentPrior | CompiledPrior
 
     # -- per-row values -------------------------------------------------------------
     def loglik(self, q: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -274,14 +278,14 @@ def recognise_numpy_glm(
         return None
     if any(v.owner is not None and isinstance(v.owner.op, ChunkedRows) for v in ancestors([batch])):
         return None  # rows read from zarr / Dask: the compiled functions run as Dask tasks
+    if {v.name for v in value_vars} != {v.name for v in model.value_vars}:
+        return None  # the numpy likelihood reads every free variable from the block
     independent = recognise_independent_prior(
         model,
         value_vars,
         initial_point,
         lambda: compile_function([q], [prior, pt.grad(prior, q)], mode=_MODE),
     )
-    if independent is None:
-        return None
     batch_fn = compile_function([q, idx], batch, mode=_MODE, on_unused_input="ignore")
     try:
         likelihood = recognise_linear_predictor(
@@ -293,7 +297,22 @@ def recognise_numpy_glm(
         )
     except UnsupportedLikelihood:
         return None  # not one of these families: the compiled functions serve
+    if not _evaluated_here(likelihood, ndim):
+        return None
+    if independent is None:  # a hierarchy, other distributions, potentials: PyMC's prior
+        return NumpyGLM(likelihood, compile_prior(q, prior, ndim))
     return numpy_glm_functions(likelihood, independent, ndim=ndim)
+
+
+def _evaluated_here(likelihood, ndim: int) -> bool:
+    """Whether this module evaluates ``likelihood`` (see the module's docstring)."""
+    if not isinstance(likelihood, LinearPredictorLikelihood):
+        return False
+    if likelihood.family not in FAMILIES or ndim > MAX_DIM:
+        return False
+    if likelihood.row_scales or likelihood.free_odds or likelihood.cut_rows is not None:
+        return False
+    return likelihood.family == "normal" or likelihood.scale_row is None
 
 
 def numpy_glm_functions(
@@ -301,12 +320,6 @@ def numpy_glm_functions(
 ) -> NumpyGLM | None:
     """A :class:`NumpyGLM` for a recognised likelihood and prior, or None when either is
     outside what this module evaluates (see the module's docstring)."""
-    if prior is None or not isinstance(likelihood, LinearPredictorLikelihood):
-        return None
-    if likelihood.family not in FAMILIES or ndim > MAX_DIM or prior.ndim != ndim:
-        return None
-    if likelihood.row_scales or likelihood.free_odds or likelihood.cut_rows is not None:
-        return None
-    if likelihood.family != "normal" and likelihood.scale_row is not None:
+    if prior is None or prior.ndim != ndim or not _evaluated_here(likelihood, ndim):
         return None
     return NumpyGLM(likelihood, prior)

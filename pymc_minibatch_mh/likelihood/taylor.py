@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytensor
-import pytensor.tensor as pt
 from pytensor.compile.mode import get_mode
 from pytensor.graph.replace import clone_replace
 
@@ -37,7 +36,8 @@ from pymc_minibatch_mh.data.chunk_pass import row_pass
 from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.kernels.control_variates import TaylorProxy
 from pymc_minibatch_mh.likelihood.batching import probe_indices
-from pymc_minibatch_mh.likelihood.compiling import compile_function, jacobian
+from pymc_minibatch_mh.likelihood.compiled_prior import compile_prior
+from pymc_minibatch_mh.likelihood.compiling import compile_function
 from pymc_minibatch_mh.likelihood.hessian_colouring import compile_coloured_sum_derivatives
 from pymc_minibatch_mh.likelihood.tall_data import TallData, TallGraphs
 from pymc_minibatch_mh.progress import progress_bar
@@ -234,12 +234,17 @@ def compile_chunk_derivatives(tall_data: TallData) -> Callable:
         return tall_data.numpy_glm.chunk_derivatives
     graphs = _graphs_of(tall_data)
     return compile_sum_derivatives(
-        graphs.q, graphs.batch, graphs.idx, graphs.compile_kwargs, size=tall_data.ndim
+        graphs.q,
+        graphs.batch,
+        graphs.idx,
+        graphs.compile_kwargs,
+        size=tall_data.ndim,
+        n_data=tall_data.n_data,
     )
 
 
 def compile_sum_derivatives(
-    x, batch, idx, compile_kwargs: dict, *, size: int | None = None
+    x, batch, idx, compile_kwargs: dict, *, size: int | None = None, n_data: int | None = None
 ) -> Callable:
     """Compile ``f(x, idx) -> (sum, gradient, Hessian)`` of ``batch.sum()`` in the vector ``x``.
 
@@ -247,20 +252,19 @@ def compile_sum_derivatives(
     (:mod:`~pymc_minibatch_mh.likelihood.hessian_colouring`): one per coordinate in
     general, one per gathered block of group effects in a multilevel model.
     """
-    return compile_coloured_sum_derivatives(x, batch, idx, compile_kwargs, size=size)
+    return compile_coloured_sum_derivatives(x, batch, idx, compile_kwargs, size=size, n_data=n_data)
 
 
 def compile_prior_derivatives(tall_data: TallData) -> Callable:
     """Compile ``f(q) -> (value, gradient, Hessian)`` of the log prior (with Jacobians and
-    potentials); data-free (numpy's for a TallData evaluated with numpy)."""
+    potentials); data-free (numpy's for a TallData evaluated with numpy). The Hessian is
+    from differences of the compiled gradient where they settle
+    (:class:`~pymc_minibatch_mh.likelihood.compiled_prior.CompiledPrior`)."""
     if tall_data.numpy_glm is not None:
         return tall_data.numpy_glm.prior_derivatives
     graphs = _graphs_of(tall_data)
-    grad = pt.grad(graphs.prior, graphs.q, disconnected_inputs="ignore")
-    hess = jacobian(grad, graphs.q, disconnected_inputs="ignore")
-    fn = compile_function([graphs.q], [graphs.prior, grad, hess], **graphs.compile_kwargs)
-    fn.trust_input = True
-    return fn
+    prior = compile_prior(graphs.q, graphs.prior, tall_data.ndim, graphs.compile_kwargs)
+    return prior.value_grad_hessian
 
 
 def full_data_taylor(

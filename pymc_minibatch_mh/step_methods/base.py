@@ -250,7 +250,12 @@ class MinibatchStep(ConstructionHooks, ProposalMoves, Tuning, PostTuningChecks, 
                 self._taylor_derivatives = functions.get(
                     "image_taylor_derivatives",
                     lambda: compile_sum_derivatives(
-                        image.phi, image.batch, graphs.idx, graphs.compile_kwargs, size=image.size
+                        image.phi,
+                        image.batch,
+                        graphs.idx,
+                        graphs.compile_kwargs,
+                        size=image.size,
+                        n_data=self.tall_data.n_data,
                     ),
                 )
                 self._image_maps = (image.to_image, image.pull_back)

@@ -149,9 +149,10 @@ def test_child_processes_keep_every_compile_cache_in_one_directory(tmp_path, mon
 
     monkeypatch.setenv("PYTENSOR_FLAGS", "floatX=float64")
     env = compile_cache_env(tmp_path)
-    assert env["PYTENSOR_FLAGS"] == f"floatX=float64,compiledir={tmp_path}"
+    directories = f"base_compiledir={tmp_path},compiledir={tmp_path / 'pytensor'}"
+    assert env["PYTENSOR_FLAGS"] == f"floatX=float64,{directories}"
     assert env["NUMBA_CACHE_DIR"] == str(tmp_path / "numba")
     assert env["OMP_NUM_THREADS"] == "1"
     # Control: without flags of the user's own, only the directory is set.
     monkeypatch.delenv("PYTENSOR_FLAGS")
-    assert compile_cache_env(tmp_path)["PYTENSOR_FLAGS"] == f"compiledir={tmp_path}"
+    assert compile_cache_env(tmp_path)["PYTENSOR_FLAGS"] == directories

@@ -9,6 +9,7 @@ from pymc.pytensorf import make_shared_replacements
 
 from pymc_minibatch_mh import MinibatchBarker
 from pymc_minibatch_mh.likelihood import build_tall_data
+from pymc_minibatch_mh.likelihood.compiled_prior import CompiledPrior
 from pymc_minibatch_mh.likelihood.numpy_glm import (
     NumpyGLM,
     evaluate_with_numpy,
@@ -65,7 +66,12 @@ FAMILIES = ("logistic", "poisson", "normal_free", "normal_rows")
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_numpy_functions_equal_the_compiled_ones(family):
-    model = _model(family)
+    fast = _assert_numpy_equals_compiled(_model(family), prior_hessian_rtol=1e-8)
+    assert isinstance(fast.numpy_glm.prior, IndependentPrior)
+
+
+def _assert_numpy_equals_compiled(model: pm.Model, *, prior_hessian_rtol: float):
+    """Every function of the numpy TallData equals the compiled one; returns the former."""
     fast, compiled = _tall(model, True), _tall(model, False)
     assert isinstance(fast.numpy_glm, NumpyGLM) and compiled.numpy_glm is None
     rng = np.random.default_rng(1)
@@ -91,12 +97,10 @@ def test_numpy_functions_equal_the_compiled_ones(family):
         strict=True,
     ):
         np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-8)
-    for got, want in zip(
-        compile_prior_derivatives(fast)(q_new),
-        compile_prior_derivatives(compiled)(q_new),
-        strict=True,
-    ):
-        np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)
+    value, grad, hessian = compile_prior_derivatives(fast)(q_new)
+    want_value, want_grad, want_hessian = compile_prior_derivatives(compiled)(q_new)
+    np.testing.assert_allclose([value, *grad], [want_value, *want_grad], rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(hessian, want_hessian, rtol=prior_hessian_rtol, atol=1e-8)
     residual = compile_residual_diff(fast, reference=q_ref)(q_new, q_old, q_ref, idx)
     want = compile_residual_diff(compiled, reference=q_ref)(q_new, q_old, q_ref, idx)
     np.testing.assert_allclose(residual, want, rtol=1e-7, atol=1e-9)
@@ -107,6 +111,7 @@ def test_numpy_functions_equal_the_compiled_ones(family):
         strict=True,
     ):
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+    return fast
 
 
 def test_a_changed_numpy_model_is_told_apart():
@@ -194,6 +199,15 @@ def _uniform_prior() -> pm.Model:
     return model
 
 
+def _gamma_scale_prior() -> pm.Model:
+    x = np.linspace(-1, 1, N)
+    with pm.Model() as model:
+        b = pm.Normal("b", 0, 1)
+        sigma = pm.Gamma("sigma", 2, 2)
+        pm.Normal("y", mu=b * x, sigma=sigma, observed=x + np.sin(7 * x))
+    return model
+
+
 def _potential() -> pm.Model:
     x = np.linspace(-1, 1, N)
     with pm.Model() as model:
@@ -203,15 +217,39 @@ def _potential() -> pm.Model:
     return model
 
 
-OTHER_MODELS = [_hierarchy, _student_t_likelihood, _uniform_prior, _potential]
+@pytest.mark.parametrize(
+    "build", [_hierarchy, _gamma_scale_prior, _potential], ids=lambda f: f.__name__
+)
+def test_a_prior_pymc_computes_is_compiled_beside_the_numpy_likelihood(build):
+    """A recognised likelihood under a prior the numpy prior does not read (a hierarchy,
+    a distribution it does not know, a potential): the likelihood's functions are numpy's,
+    the prior is PyMC's in one compiled function, its Hessian from central differences
+    (to 1e-6 of the compiled Hessian)."""
+    fast = _assert_numpy_equals_compiled(build(), prior_hessian_rtol=1e-6)
+    assert isinstance(fast.numpy_glm.prior, CompiledPrior)
 
 
-@pytest.mark.parametrize("build", OTHER_MODELS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("build", [_student_t_likelihood, _uniform_prior], ids=lambda f: f.__name__)
 def test_other_models_keep_the_compiled_functions(build):
+    """A likelihood of another family, or one whose coefficient is sampled on an interval
+    transform (its linear predictor is not affine in the sampled value)."""
     tall = _tall(build(), True)
     assert tall.numpy_glm is None
     q = np.zeros(tall.ndim)
     assert np.all(np.isfinite(tall.loglik(q, np.arange(5, dtype=np.int64))))
+
+
+def test_a_partial_block_keeps_the_compiled_functions():
+    # A block of some free variables: the others are shared values the numpy likelihood
+    # would not read.
+    model = _hierarchy()
+    point = model.initial_point()
+    block = [model.rvs_to_values[model["a"]]]
+    shared = make_shared_replacements(point, block, model)
+    tall = build_tall_data(model, block, shared=shared, initial_point=point)
+    assert tall.numpy_glm is None
+    # Control: the whole model's block of the same model is evaluated with numpy.
+    assert _tall(model, True).numpy_glm is not None
 
 
 def test_a_step_draws_the_same_with_and_without_compiling():

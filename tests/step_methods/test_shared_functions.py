@@ -9,6 +9,7 @@ from step_sampling import QUIET, logistic_design, logistic_regression_model
 from pymc_minibatch_mh import MinibatchBarker, TunaMH
 from pymc_minibatch_mh.likelihood import compiling, function_cache
 from pymc_minibatch_mh.likelihood.compiling import DataBoundFunction
+from pymc_minibatch_mh.likelihood.differenced_products import DifferencedProducts
 from pymc_minibatch_mh.likelihood.numpy_glm import NumpyGLM, evaluate_with_numpy
 from pymc_minibatch_mh.likelihood.shared_functions import share_between_steps
 
@@ -108,11 +109,27 @@ def test_construction_reads_the_rows_it_reports(monkeypatch, step_class, numpy_f
     rows = []
     original = DataBoundFunction.__call__
 
+    differencing = [False]
+
     def counting(self, *args):
         names = [i.variable.name for i in self.function.maker.inputs]
         index = next((names.index(k) for k in ("idx", "rows") if k in names), None)
-        rows.append(n if index is None else len(args[index]))
+        if not differencing[0]:
+            rows.append(n if index is None else len(args[index]))
         return original(self, *args)
+
+    differenced = DifferencedProducts.__call__
+
+    def counting_differences(self, x, columns, idx):
+        """Gradient sums on one block of rows, read once, evaluated many times."""
+        rows.append(len(idx))
+        differencing[0] = True
+        try:
+            return differenced(self, x, columns, idx)
+        finally:
+            differencing[0] = False
+
+    monkeypatch.setattr(DifferencedProducts, "__call__", counting_differences)
 
     def counting_numpy(name, index):
         method = getattr(NumpyGLM, name)
