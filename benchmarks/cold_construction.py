@@ -185,7 +185,9 @@ def main(argv: list[str] | None = None) -> Path:
             "in every process: each step's construction against PyMC's NUTS's whole run of 5 "
             "tuning and 5 draws on one chain (its compilation and first calls).",
             "",
-            "| model | PyMC NUTS run s | " + " | ".join(f"`{s}()` setup s" for s in args.steps),
+            "| model | PyMC NUTS run s | "
+            + " | ".join(f"`{s}()` setup s" for s in args.steps)
+            + " |",
             "|---|---|" + "---|" * len(args.steps),
         ]
         for family, nuts, steps in others:
