@@ -41,31 +41,16 @@ class CompiledPrior:
         Length of ``q``.
     function : callable
         ``function(q) -> [value, gradient]`` (compiled).
-    compile_hessian : callable
-        ``compile_hessian() -> h`` with ``h(q) -> [value, gradient, Hessian]``, called
-        only if the differences of the gradient do not settle.
+    compile_products : callable
+        ``compile_products() -> p`` with ``p(q, V, idx) -> (value, gradient, (H V)^T)``
+        from the Hessian's own graph, called only if the differences of the gradient do
+        not settle.
     """
 
-    def __init__(self, ndim: int, function: Callable, compile_hessian: Callable):
+    def __init__(self, ndim: int, function: Callable, compile_products: Callable):
         self.ndim = int(ndim)
         self.function = function
-        self._products = DifferencedProducts(self._with_rows, self._exact_products(compile_hessian))
-
-    def _with_rows(self, q: np.ndarray, idx: np.ndarray):
-        return self.function(q)
-
-    @staticmethod
-    def _exact_products(compile_hessian: Callable) -> Callable:
-        def compile_products():
-            hessian = compile_hessian()
-
-            def products(q, columns, idx):
-                value, grad, hess = hessian(q)
-                return value, grad, (np.asarray(hess) @ columns).T
-
-            return products
-
-        return compile_products
+        self._products = DifferencedProducts(lambda q, idx: function(q), compile_products)
 
     def value_and_grad(self, q: np.ndarray) -> tuple[float, np.ndarray]:
         value, grad = self.function(np.asarray(q, dtype=np.float64))
@@ -96,10 +81,15 @@ def compile_prior(
     function = compile_function([q], [prior, grad], **compile_kwargs)
     function.trust_input = True
 
-    def compile_hessian():
+    def compile_products():
         hess = jacobian(grad, q, disconnected_inputs="ignore")
         exact = compile_function([q], [prior, grad, hess], **compile_kwargs)
         exact.trust_input = True
-        return exact
 
-    return CompiledPrior(ndim, function, compile_hessian)
+        def products(q_value, columns, idx):
+            value, grad_value, hess_value = exact(q_value)
+            return value, grad_value, (np.asarray(hess_value) @ columns).T
+
+        return products
+
+    return CompiledPrior(ndim, function, compile_products)

@@ -216,9 +216,11 @@ def compile_coloured_sum_derivatives(
         return function
 
     cost = None if n_data is None else n_data * colouring.n_colours
-    cached = compile_products(only_cached=True) if DIFFERENCED_PRODUCTS else None
-    if not DIFFERENCED_PRODUCTS or cached is not None or cost is None or cost > DIFFERENCED_ROWS:
-        return ColouredSumDerivatives(cached or compile_products(), colouring)
+    if not DIFFERENCED_PRODUCTS or cost is None or cost > DIFFERENCED_ROWS:
+        return ColouredSumDerivatives(compile_products(), colouring)
+    cached = compile_products(only_cached=True)
+    if cached is not None:  # a warm run: the graph is loaded, not compiled
+        return ColouredSumDerivatives(cached, colouring)
     function = compile_function([x, idx], [total, grad], **compile_kwargs)
     function.trust_input = True
     differenced = DifferencedProducts(function, compile_products)

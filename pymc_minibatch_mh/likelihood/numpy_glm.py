@@ -301,7 +301,7 @@ def recognise_numpy_glm(
         return None
     if independent is None:  # a hierarchy, other distributions, potentials: PyMC's prior
         return NumpyGLM(likelihood, compile_prior(q, prior, ndim))
-    return numpy_glm_functions(likelihood, independent, ndim=ndim)
+    return NumpyGLM(likelihood, independent) if independent.ndim == ndim else None
 
 
 def _evaluated_here(likelihood, ndim: int) -> bool:
@@ -313,13 +313,3 @@ def _evaluated_here(likelihood, ndim: int) -> bool:
     if likelihood.row_scales or likelihood.free_odds or likelihood.cut_rows is not None:
         return False
     return likelihood.family == "normal" or likelihood.scale_row is None
-
-
-def numpy_glm_functions(
-    likelihood, prior: IndependentPrior | None, *, ndim: int
-) -> NumpyGLM | None:
-    """A :class:`NumpyGLM` for a recognised likelihood and prior, or None when either is
-    outside what this module evaluates (see the module's docstring)."""
-    if prior is None or prior.ndim != ndim or not _evaluated_here(likelihood, ndim):
-        return None
-    return NumpyGLM(likelihood, prior)
