@@ -149,7 +149,7 @@ class DataBoundFunction:
         # and its storage cells (a Scan's inner function's too) change during a call;
         # PyTensor checks them when unpickling and fails on a half-done call's.
         with CALL_LOCK:
-            function = pickle.dumps(self.function, protocol=pickle.HIGHEST_PROTOCOL)
+            function = _dumps(self.function)
         return {
             "function": function,
             "data": tuple(portable(d) for d in self.data),
@@ -159,6 +159,18 @@ class DataBoundFunction:
     def __setstate__(self, state):
         data = tuple(restored(d) for d in state["data"])
         self.__init__(pickle.loads(state["function"]), data, state.get("gathers", ()))
+
+
+def _dumps(function) -> bytes:
+    """``function`` pickled; with cloudpickle (Dask's, loaded by ``pickle.loads``) when the
+    standard pickler cannot: PyTensor 3 builds the gradient of an ``OpFromGraph`` (e.g. in a
+    zero-inflated negative binomial's log density) around a local function."""
+    try:
+        return pickle.dumps(function, protocol=pickle.HIGHEST_PROTOCOL)
+    except (AttributeError, pickle.PicklingError, TypeError):
+        import cloudpickle
+
+        return cloudpickle.dumps(function, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _data_cells(function, n_data: int) -> list:

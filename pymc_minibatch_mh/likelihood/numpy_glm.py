@@ -226,6 +226,11 @@ class NumpyGLM:
         return ratio - proxy
 
     # -- data-free functions -----------------------------------------------------------
+    def gaussian_prior(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(mean, diagonal of the precision)`` when the prior is Normal in every
+        coordinate (see :meth:`IndependentPrior.gaussian`), else None."""
+        return self.prior.gaussian() if isinstance(self.prior, IndependentPrior) else None
+
     def logprior(self, q: np.ndarray) -> float:
         return self.prior.value(q)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 from pytensor.graph.basic import Constant, Variable
 from pytensor.tensor.random.basic import CauchyRV, ExponentialRV, HalfNormalRV, NormalRV, StudentTRV
 from scipy.special import gammaln
@@ -105,6 +106,16 @@ class IndependentPrior:
             grad[term.start : term.stop] = g
             curvature[term.start : term.stop] = h
         return value, grad, curvature
+
+    def gaussian(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(mean, precision)`` (the diagonal of the precision) when every coordinate's
+        prior is Normal, else None."""
+        if self._others:
+            return None
+        where, mu, inv_sigma, _, _ = self._normal
+        mean, precision = np.zeros(self.ndim), np.zeros(self.ndim)
+        mean[where], precision[where] = mu, inv_sigma**2
+        return mean, precision
 
     def value(self, q: np.ndarray) -> float:
         return self.derivatives(q)[0]
@@ -256,6 +267,34 @@ def recognise_independent_prior(
         return None
     result = IndependentPrior(ndim=start, terms=tuple(terms), offset=gap)
     return result if _agrees(result, prior, q0) else None
+
+
+def recognise_gaussian_prior(
+    model: pm.Model,
+    value_vars: Sequence[Variable],
+    initial_point: dict,
+    q: Variable,
+    prior: Variable,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(mean, diagonal of the precision)`` when the block is the whole model and every
+    coordinate's prior is Normal with constant parameters, else None.
+
+    ``q`` and ``prior`` are the block's raveled value and its log prior graph (read by
+    :func:`recognise_independent_prior`, compiled with the Python linker only if the
+    prior's structure matches).
+    """
+    if q.dtype != "float64":
+        return None
+    independent = recognise_independent_prior(
+        model,
+        value_vars,
+        initial_point,
+        lambda: compile_function([q], [prior, pt.grad(prior, q)], mode=_MODE),
+    )
+    ndim = sum(int(np.asarray(initial_point[v.name]).size) for v in value_vars)
+    if independent is None or independent.ndim != ndim:
+        return None
+    return independent.gaussian()
 
 
 def _agrees(result: IndependentPrior, prior: Callable, q0: np.ndarray) -> bool:

@@ -19,7 +19,8 @@ from pymc_minibatch_mh.step_methods.proposal_mixture import HIGH_DIM
 #: Worst-case probability that one default sequential test decides unlike exact MH (up to
 #: HIGH_DIM dimensions; above, it shrinks as sqrt(HIGH_DIM / D), see `default_tolerance`).
 DEFAULT_TOLERANCE = 0.02
-#: Inner MH steps per draw above HIGH_DIM dimensions (one below).
+#: Inner MH steps per draw above HIGH_DIM dimensions (one below, and with the exact flow on
+#: a Gaussian surrogate, whose moves cross the posterior: see ``flow_steps_per_draw``).
 HIGH_DIM_STEPS_PER_DRAW = 3
 #: Candidates searched for the default design (a subset of design_austere_test's grid that
 #: keeps the search to a fraction of a second at N = 1e6).

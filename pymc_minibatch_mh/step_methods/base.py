@@ -35,6 +35,7 @@ from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.likelihood import build_tall_data
 from pymc_minibatch_mh.likelihood.image import find_likelihood_image
 from pymc_minibatch_mh.likelihood.numpy_glm import numpy_evaluation_enabled
+from pymc_minibatch_mh.likelihood.numpy_prior import recognise_gaussian_prior
 from pymc_minibatch_mh.likelihood.shared_functions import shared_functions
 from pymc_minibatch_mh.likelihood.surrogate import compile_surrogate_density
 from pymc_minibatch_mh.likelihood.taylor import (
@@ -224,6 +225,9 @@ class MinibatchStep(ConstructionHooks, ProposalMoves, Tuning, PostTuningChecks, 
         self._taylor_derivatives = None
         self._residual_diff = None
         self._image_maps = None
+        #: ``(mean, precision diagonal)`` of a Normal prior on every coordinate, when the
+        #: local move may be the flow on a Gaussian surrogate; else None.
+        self._gaussian_prior = None
         if control_variates or proposal != "rw":
             image = None
             functions = self._shared_functions
@@ -234,7 +238,22 @@ class MinibatchStep(ConstructionHooks, ProposalMoves, Tuning, PostTuningChecks, 
             )
             # A linear predictor evaluated with numpy: a proxy in q is one in its image.
             numpy_glm = self.tall_data.numpy_glm is not None
-            if control_variates and self.proxy_in_image and normal_lp is None and not numpy_glm:
+            # A Normal prior on every coordinate with a proxy in q makes the surrogate a
+            # Gaussian, whose Hamiltonian flow is exact (the local move of "auto"): the
+            # proxy stays in q (an image of such a block is mostly q itself).
+            flow_possible = proposal == "auto" and control_variates and self.surrogate_moves
+            if flow_possible and normal_lp is None:
+                self._gaussian_prior = functions.get(
+                    "gaussian_prior",
+                    lambda: self._recognise_gaussian_prior(model, vars, initial_point),
+                )
+            if (
+                control_variates
+                and self.proxy_in_image
+                and normal_lp is None
+                and not numpy_glm
+                and self._gaussian_prior is None
+            ):
                 image = functions.get(
                     "image",
                     lambda: find_likelihood_image(
@@ -337,6 +356,7 @@ class MinibatchStep(ConstructionHooks, ProposalMoves, Tuning, PostTuningChecks, 
         )
         self.proposal = self._untuned_proposal
         self._move_independent = False
+        self._move_flow = False
         self._inner_accept = None
         # Recentring the control variates: True, at the end of tuning; None (default, with
         # control variates), whenever a tuning window shows the proxy's centre is off.
@@ -359,6 +379,8 @@ class MinibatchStep(ConstructionHooks, ProposalMoves, Tuning, PostTuningChecks, 
             self.steps_per_draw = int(user_steps)
         elif self._exact_sum is not None and self._surrogate is not None:
             self.steps_per_draw = 1  # EXACT_SUM_TRANSITIONS exact HMC transitions per draw
+        elif self.uses_gaussian_flow:
+            self.steps_per_draw = self.flow_steps_per_draw
         else:
             self.steps_per_draw = int(self._default_steps())
         self.adapt = bool(tune)
@@ -372,6 +394,14 @@ class MinibatchStep(ConstructionHooks, ProposalMoves, Tuning, PostTuningChecks, 
         self._block_names = tuple(v.name for v in vars)
         self._block_sizes = tuple(int(np.size(initial_point[v.name])) for v in vars)
         super().__init__(vars, shared, blocked=blocked, rng=rng)
+
+    def _recognise_gaussian_prior(self, model, vars, initial_point):
+        """``(mean, precision diagonal)`` of a Normal prior on every coordinate, or None."""
+        numpy_glm = self.tall_data.numpy_glm
+        if numpy_glm is not None:
+            return numpy_glm.gaussian_prior()
+        graphs = self.tall_data.graphs
+        return recognise_gaussian_prior(model, vars, initial_point, graphs.q, graphs.prior)
 
     # ---------------------------------------------------------------- PyMC hooks
     def set_rng(self, rng) -> None:

@@ -68,6 +68,13 @@ class ConstructionHooks:
     #: Inner MH iterations per PyMC draw when ``steps_per_draw`` is not given.
     default_steps_per_draw = 1
 
+    #: Inner MH iterations per draw when the local move is the exact flow on a Gaussian
+    #: surrogate (:class:`~pymc_minibatch_mh.kernels.gaussian_flow.GaussianFlow`): one
+    #: keeps its antithetic correlation, which a second move would cancel (measured on a
+    #: logistic regression, N = 10^6, D = 11, 2 x 1000 draws: TunaMH's smallest ESS 3920
+    #: with one step per draw, 1488 with two, in the same time).
+    flow_steps_per_draw = 1
+
     def _default_steps(self) -> int:
         """``steps_per_draw`` when the user gives none, decided once the block's
         dimension and the proposal are known (the base: :attr:`default_steps_per_draw`)."""

@@ -17,6 +17,7 @@ import numpy as np
 from pymc.stats.convergence import SamplerWarning, WarningType
 
 from pymc_minibatch_mh.kernels.control_variates import ImageTaylorProxy
+from pymc_minibatch_mh.kernels.gaussian_flow import GaussianFlow
 from pymc_minibatch_mh.kernels.proposals import (
     IndependenceProposal,
     ProposalMixture,
@@ -90,6 +91,11 @@ class ProposalMoves:
                     transitions, p_independent = EXACT_SUM_TRANSITIONS, 0.0
                 random_walk = SurrogateHMC(self._laplace_chol, transitions)
                 default_scaling = ndim ** (-0.25)
+                flow = self._surrogate_flow() if self._exact_sum is None else None
+                if flow is not None:
+                    # A Gaussian surrogate: its Hamiltonian flow is exact, and its moves
+                    # are better than independence moves from the Laplace fit.
+                    random_walk, p_independent = flow, 0.0
             if proposal == "laplace":
                 untuned = random_walk
             else:
@@ -99,6 +105,13 @@ class ProposalMoves:
                     p_independent,
                 )
         return untuned, default_scaling
+
+    @property
+    def uses_gaussian_flow(self) -> bool:
+        """Whether the local move is the exact flow on a Gaussian surrogate."""
+        proposal = self._untuned_proposal
+        local = proposal.random_walk if isinstance(proposal, ProposalMixture) else proposal
+        return isinstance(local, GaussianFlow)
 
     def _choose_move(self):
         """The proposal of the next MH iteration and its scale; records its kind.
@@ -117,6 +130,13 @@ class ProposalMoves:
 
     def _propose(self, state: ChainState) -> tuple[np.ndarray, float]:
         proposal, scaling = self._choose_move()
+        self._move_flow = isinstance(proposal, GaussianFlow)
+        if self._move_flow:
+            self._inner_accept = None
+            # The flow on the current proxy's surrogate; should the proxy moved to have
+            # no Gaussian surrogate, the last one (any reversible move stays valid).
+            flow = self._surrogate_flow() or proposal
+            return flow(self.rng, state.position)
         if isinstance(proposal, SurrogateHMC):
             moved, log_q_ratio, self._inner_accept = proposal(
                 self.rng, state.position, scaling, self._surrogate_density
@@ -130,10 +150,14 @@ class ProposalMoves:
         (prior plus the exact tempered log-likelihood when ``_exact_sum`` is set)."""
         if self._exact_sum is not None:
             return self._exact_surrogate_density(position)
+        value, grad = self._surrogate(position, *self._tempered_proxy_terms())
+        return float(value), grad
+
+    def _tempered_proxy_terms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(g, H, x_ref)`` of the proxy over the temperature, computed once per expansion
+        point, not per leapfrog step (the Hessian has D^2 entries)."""
         cached = getattr(self, "_tempered_proxy", None)
         if cached is None or cached[0] is not self.reference:
-            # Divided by the temperature once per expansion point, not per leapfrog step
-            # (the Hessian has D^2 entries).
             proxy = self.reference
             if isinstance(proxy, ImageTaylorProxy):
                 proxy = proxy.image
@@ -144,8 +168,31 @@ class ProposalMoves:
                 proxy.reference,
             )
             self._tempered_proxy = cached
-        value, grad = self._surrogate(position, *cached[1:])
-        return float(value), grad
+        return cached[1:]
+
+    def _surrogate_flow(self) -> GaussianFlow | None:
+        """The exact Hamiltonian flow on the surrogate of the current proxy when that is a
+        Gaussian (a Normal prior on every coordinate, ``_gaussian_prior``), else None.
+
+        With prior mean ``m``, prior precisions ``d`` and the tempered proxy ``(g, H,
+        x_ref)``, the surrogate's log density is ``-q^T (diag(d) - H) q / 2 + q . (d m + g
+        - H x_ref)`` plus a constant.
+        """
+        if self._gaussian_prior is None or self.reference is None:
+            return None
+        cached = getattr(self, "_flow", None)
+        if cached is not None and cached[0] is self.reference:
+            return cached[1]
+        g, h, x_ref = self._tempered_proxy_terms()
+        mean, precision = self._gaussian_prior
+        try:
+            flow = GaussianFlow.from_quadratic(
+                np.diag(precision) - h, precision * mean + g - h @ x_ref
+            )
+        except np.linalg.LinAlgError:
+            flow = None  # the proxy curves upwards somewhere: not a Gaussian
+        self._flow = (self.reference, flow)
+        return flow
 
     def _exact_surrogate_density(self, position: np.ndarray) -> tuple[float, np.ndarray]:
         """The prior (``_surrogate`` compiled without a proxy) plus the exact log-likelihood
@@ -167,14 +214,16 @@ class ProposalMoves:
         """
         mixture = self.proposal
         ndim = self.tall_data.ndim
-        previous = mixture.random_walk.chol
+        # The flow has no covariance of its own: its windows shrink towards the Laplace fit.
+        previous = getattr(mixture.random_walk, "chol", self._laplace_chol)
         weight = self.cov_window.count / (self.cov_window.count + COVARIANCE_PRIOR_DRAWS * ndim)
         cov = weight * cov + (1.0 - weight) * (previous @ previous.T)
         chol = np.linalg.cholesky(cov)
         proposed, accepted = self.independent_tally
         rate = accepted / proposed / self.best_independent_rate if proposed else 0.0
         independent = mixture.independent
-        refit = rate < REFIT_BELOW
+        # No independence moves (the flow, or HMC on the exact posterior): nothing to refit.
+        refit = rate < REFIT_BELOW and mixture.p_independent > 0.0
         low, high = P_INDEPENDENT_RANGE
         many = ndim > HIGH_DIM
         if mixture.p_independent == 0.0:
@@ -186,7 +235,9 @@ class ProposalMoves:
             p_independent = low if many else INITIAL_P_INDEPENDENT
         else:
             p_independent = float(np.clip(1.6 * rate, HIGH_DIM_P_FLOOR if many else low, high))
-        local = replace(mixture.random_walk, chol=chol)
+        local = mixture.random_walk
+        if not isinstance(local, GaussianFlow):  # the flow follows the proxy instead
+            local = replace(local, chol=chol)
         self.proposal = ProposalMixture(local, independent, p_independent)
         self.independent_tally = (0, 0.0)
         if self.recentre is None and self.reference is not None:

@@ -69,6 +69,8 @@ class Tuning:
             self.adaptation = adapt_scale(
                 self.adaptation, self._inner_accept, SURROGATE_TARGET_ACCEPT
             )
+        elif self._move_flow:
+            pass  # the exact flow on a Gaussian surrogate has no scale
         elif self.adapt_scale:
             self.adaptation = adapt_scale(self.adaptation, accept_prob, self.target_accept)
         if self.cov_window is None:

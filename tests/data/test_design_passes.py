@@ -193,7 +193,10 @@ def test_the_remaining_bound_passes_run_on_the_cluster(tmp_path, kind, cluster_c
     if kind == "normal":  # summed exactly: no row constants, the sums instead
         np.testing.assert_allclose(chunked._exact_sum.gram, memory._exact_sum.gram, rtol=1e-9)
     else:
-        np.testing.assert_allclose(chunked.bound.c, memory.bound.c, rtol=1e-9)
+        # The constants scale with the Laplace sds, from Hessian sums that on a first run
+        # are checked differences of the gradient sums (accurate to about 1e-9 of their
+        # scale, summed per chunk on the cluster and per block in memory).
+        np.testing.assert_allclose(chunked.bound.c, memory.bound.c, rtol=1e-7)
 
 
 def test_a_user_bound_is_checked_on_every_row_on_the_cluster(tmp_path, cluster_client):

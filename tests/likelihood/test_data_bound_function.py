@@ -66,3 +66,29 @@ def test_negative_control_pickling_does_not_wait_without_a_call():
     thread, out = _pickle_in_thread(function)
     thread.join(10)
     assert not thread.is_alive() and out
+
+
+def test_the_gradient_of_an_op_from_graph_pickles():
+    """PyTensor builds an OpFromGraph's gradient around a local function, which the
+    standard pickler refuses (negative control); the bound function falls back to
+    cloudpickle, and the copy computes the same."""
+    from pytensor.compile.builders import OpFromGraph
+
+    x = np.random.default_rng(1).normal(size=(40, 2))
+    a = pt.vector("a", dtype="float64")
+    softplus = OpFromGraph([a], [pt.log1p(pt.exp(a))])
+    var = pt.matrix("x", dtype="float64")
+    q = pt.vector("q", dtype="float64")
+    idx = pt.vector("idx", dtype="int64")
+    total = softplus(data_placeholder(var, x)[idx] @ q).sum()
+    function = compile_function([q, idx], pt.grad(total, q))
+    assert isinstance(function, DataBoundFunction)
+    try:
+        pickle.dumps(function.function, protocol=pickle.HIGHEST_PROTOCOL)
+        standard = True
+    except (AttributeError, pickle.PicklingError, TypeError):
+        standard = False
+    point, rows = np.array([0.3, -0.2]), np.arange(0, 40, 3)
+    copy = pickle.loads(pickle.dumps(function))
+    np.testing.assert_allclose(copy(point, rows), function(point, rows), rtol=1e-12)
+    assert not standard  # the fallback was needed

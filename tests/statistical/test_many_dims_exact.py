@@ -1,4 +1,4 @@
-"""TunaMH() and FlyMC() with their gradient moves are exact in 24 dimensions (``slow``).
+"""TunaMH() and FlyMC() with their default moves are exact in 24 dimensions (``slow``).
 
 TunaMH's bound there has a metric per group of rows (row cells); a Poisson version of the
 model checks the cells' trust region too.
@@ -7,16 +7,17 @@ A logistic model with 24 group log-odds and nothing shared: ``theta_g ~ Normal(0
 ``y_i ~ Bernoulli(logit_p=theta[g_i])`` with groups of 8 to 400 rows (N about 5,000), so
 the small groups have skewed posteriors far from their Laplace fit. The posterior factorises
 over the groups, so each coordinate's mean and sd come from a 1-D grid integral (closed form
-up to quadrature), and both steps run with no arguments: TunaMH's HMC moves on the surrogate
-posterior corrected by its Poisson test on the Taylor residuals, FlyMC's HMC on ``theta``
-given the bright set with the collapsed Jaakkola–Jordan bound.
+up to quadrature), and both steps run with no arguments: TunaMH's moves on the surrogate
+posterior (with these Normal priors a Gaussian, moved by its exact Hamiltonian flow)
+corrected by its Poisson test on the Taylor residuals, FlyMC's HMC on ``theta`` given the
+bright set with the collapsed Jaakkola–Jordan bound.
 
 Check: every coordinate's mean within 4 Monte Carlo standard errors (ESS-based) and its sd
-within 10 % of the grid's. TunaMH is checked with its default mixture of independence and
-HMC moves, and with HMC moves only. Negative controls, which must fail the same check:
-TunaMH with HMC moves only and their density ratio dropped (the proposal treated as
-symmetric, so the chain targets about posterior x surrogate, too narrow), and FlyMC at
-temperature 2 (a tempered posterior, too wide).
+within 10 % of the grid's. TunaMH is checked with its default flow moves, and with HMC
+moves on the surrogate only (its moves under other priors). Negative controls, which must
+fail the same check: TunaMH with the flow's or the HMC moves' density ratio dropped (the
+proposal treated as symmetric, so the chain targets about posterior x surrogate, too
+narrow), and FlyMC at temperature 2 (a tempered posterior, too wide).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from scipy import special
 
 from pymc_minibatch_mh import FlyMC, TunaMH
 from pymc_minibatch_mh.bounds.row_cells import CellRegion
+from pymc_minibatch_mh.kernels.gaussian_flow import GaussianFlow
 from pymc_minibatch_mh.kernels.proposals import ProposalMixture
 from pymc_minibatch_mh.kernels.surrogate_hmc import SurrogateHMC
+from pymc_minibatch_mh.step_methods.proposal_mixture import ProposalMoves
 
 from .agreement import posterior_of
 
@@ -118,7 +121,7 @@ def _report(label, idata, z, sd_err, n):
 def test_default_tuna_is_exact_in_24_dimensions(case):
     with case["model"]:
         step = TunaMH(progressbar=False)
-    assert isinstance(step.proposal.random_walk, SurrogateHMC)
+    assert isinstance(step.proposal.random_walk, GaussianFlow)
     assert step.bound.cells is not None and step.bound.cells.n_cells == GROUPS
     idata = _sample(case, step)
     z, sd_err = _errors(idata, case)
@@ -126,9 +129,32 @@ def test_default_tuna_is_exact_in_24_dimensions(case):
     assert not _bad(z, sd_err), (z, sd_err)
 
 
+def _flow_without_ratio(monkeypatch) -> None:
+    """The default flow moves with their density ratio dropped (the negative control)."""
+    original = GaussianFlow.__call__
+
+    def symmetric(self, *args, **kwargs):
+        return original(self, *args, **kwargs)[0], 0.0
+
+    monkeypatch.setattr(GaussianFlow, "__call__", symmetric)
+
+
+@pytest.mark.slow
+def test_negative_control_tuna_without_the_flow_ratio_fails(case, monkeypatch):
+    _flow_without_ratio(monkeypatch)
+    with case["model"]:
+        step = TunaMH(progressbar=False)
+    idata = _sample(case, step)
+    z, sd_err = _errors(idata, case)
+    _report("TunaMH, flow without its ratio", idata, z, sd_err, case["n"])
+    assert _bad(z, sd_err), (z, sd_err)
+
+
 def _hmc_moves_only(monkeypatch, *, drop_ratio: bool) -> None:
-    """Every move of the default mixture an HMC move on the surrogate; optionally with the
-    proposal's density ratio dropped (the negative control)."""
+    """Every move of the mixture an HMC move on the surrogate (the flow switched off, as
+    for other priors); optionally with the proposal's density ratio dropped (the negative
+    control)."""
+    monkeypatch.setattr(ProposalMoves, "_surrogate_flow", lambda self: None)
     monkeypatch.setattr(ProposalMixture, "choose", lambda self, rng: False)
     if drop_ratio:
         original = SurrogateHMC.__call__
@@ -145,6 +171,7 @@ def test_tuna_with_surrogate_hmc_moves_only_is_exact_in_24_dimensions(case, monk
     _hmc_moves_only(monkeypatch, drop_ratio=False)
     with case["model"]:
         step = TunaMH(progressbar=False)
+    assert isinstance(step.proposal.random_walk, SurrogateHMC)
     idata = _sample(case, step)
     z, sd_err = _errors(idata, case)
     _report("TunaMH, HMC moves only", idata, z, sd_err, case["n"])

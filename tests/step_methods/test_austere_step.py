@@ -71,7 +71,8 @@ def test_bad_arguments(gaussian_model, kwargs, match):
 
 def test_default_design_accounts_for_the_dimension():
     """Above 20 coordinates the default tolerance shrinks as sqrt(20 / D) and three MH
-    steps make a draw; an explicit tolerance or steps_per_draw is kept."""
+    steps make a draw (one with the exact flow of a Normal prior's Gaussian surrogate,
+    whose moves cross the posterior); an explicit tolerance or steps_per_draw is kept."""
     import pymc as pm
 
     from pymc_minibatch_mh.step_methods.austere import default_tolerance
@@ -80,12 +81,19 @@ def test_default_design_accounts_for_the_dimension():
     assert default_tolerance(80) == pytest.approx(0.01)
     rng = np.random.default_rng(0)
     groups = rng.integers(0, 400, 4_000)
+    y = rng.normal(size=4_000)
     with pm.Model():
-        a = pm.Normal("a", 0, 1, shape=400)
-        pm.Normal("y", a[groups], 1.0, observed=rng.normal(size=4_000))
+        a = pm.StudentT("a", nu=5, mu=0, sigma=1, shape=400)
+        pm.Normal("y", a[groups], 1.0, observed=y)
         wide = Austere(progressbar=False)
         chosen = Austere(tolerance=0.02, steps_per_draw=1, progressbar=False)
-    assert wide.steps_per_draw == 3
+    with pm.Model():
+        a = pm.Normal("a", 0, 1, shape=400)
+        pm.Normal("y", a[groups], 1.0, observed=y)
+        flow = Austere(progressbar=False)
+    assert wide.steps_per_draw == 3 and not wide.uses_gaussian_flow
+    assert flow.steps_per_draw == 1 and flow.uses_gaussian_flow
+    assert flow.design.error <= default_tolerance(400)
     assert wide.design.error <= default_tolerance(400) < 0.02
     assert chosen.steps_per_draw == 1 and chosen.design.error <= 0.02
     assert chosen.design.error > default_tolerance(400)  # negative control: not shrunk
