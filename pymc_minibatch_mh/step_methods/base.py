@@ -383,6 +383,9 @@ class MinibatchStep(ConstructionHooks, ProposalMoves, Tuning, PostTuningChecks, 
             self.steps_per_draw = self.flow_steps_per_draw
         else:
             self.steps_per_draw = int(self._default_steps())
+        self._untuned_steps_per_draw = self.steps_per_draw
+        self._user_steps = user_steps is not None
+        self.flow_tally = (0, 0.0)
         self.adapt = bool(tune)
         self.tune = bool(tune)
         self._untuned_adaptation = ScaleAdaptation(math.log(scaling))

@@ -33,6 +33,8 @@ class Tuning:
         if self.recentre is True:
             self._recentre_window = CovarianceWindow(self.tall_data.ndim, first_window=50)
         self.independent_tally = (0, 0.0)
+        self.flow_tally = (0, 0.0)
+        self.steps_per_draw = self._untuned_steps_per_draw
         # The chain's length (PyMC 6 says it before resetting tuning) is kept.
         self.post_tuning = PostTuningTally(last_draw=self.post_tuning.last_draw)
         self._pending_warnings = []
@@ -69,8 +71,9 @@ class Tuning:
             self.adaptation = adapt_scale(
                 self.adaptation, self._inner_accept, SURROGATE_TARGET_ACCEPT
             )
-        elif self._move_flow:
-            pass  # the exact flow on a Gaussian surrogate has no scale
+        elif self._move_flow:  # no scale to tune; its acceptance says whether it fits
+            proposed, accepted = self.flow_tally
+            self.flow_tally = (proposed + 1, accepted + accept_prob)
         elif self.adapt_scale:
             self.adaptation = adapt_scale(self.adaptation, accept_prob, self.target_accept)
         if self.cov_window is None:

@@ -10,6 +10,7 @@ import pymc as pm
 import pytest
 
 from pymc_minibatch_mh import Austere, MinibatchBarker, TunaMH
+from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow
 from pymc_minibatch_mh.kernels.gaussian_flow import GaussianFlow
 from pymc_minibatch_mh.kernels.surrogate_hmc import SurrogateHMC
 
@@ -104,3 +105,34 @@ def test_negative_control_without_the_flow_ratio_fails(monkeypatch):
     monkeypatch.setattr(GaussianFlow, "__call__", without_ratio)
     mean_err, sd_err, _ = _tuna_errors()
     assert np.any(mean_err >= 0.15) or np.any(np.abs(sd_err) >= 0.15)
+
+
+def _close_window(step, flow_accepted: float) -> None:
+    """End a tuning window in which the flow's moves were accepted at this rate."""
+    window = CovarianceWindow(3)
+    rng = np.random.default_rng(2)
+    for _ in range(window.window_length):
+        window = window.add(step.reference.reference + rng.normal(size=3) * 1e-3)
+    step.cov_window = window
+    step.flow_tally = (100, 100 * flow_accepted * step.best_independent_rate)
+    step._refit_mixture(window.mean, window.covariance())
+
+
+@pytest.mark.parametrize("step_class", [TunaMH, MinibatchBarker])
+def test_a_flow_that_is_rarely_accepted_gives_way_to_the_mixture(step_class):
+    """A Gaussian surrogate that does not fit the posterior (its flow's moves accepted at
+    20 % of the best rate) is left for HMC on the surrogate with independence moves, and
+    those moves' steps per draw; reset_tuning restores the flow for the next chain.
+    Control: at 90 % the flow stays."""
+    with _logistic("normal"):
+        kept, left = step_class(progressbar=False), step_class(progressbar=False)
+    _close_window(kept, 0.9)
+    _close_window(left, 0.2)
+    assert isinstance(kept.proposal.random_walk, GaussianFlow)
+    assert kept.steps_per_draw == STEPS_PER_DRAW[step_class]
+    assert isinstance(left.proposal.random_walk, SurrogateHMC)
+    assert left.proposal.p_independent > 0.0
+    assert left.steps_per_draw == left._default_steps()
+    left.reset_tuning()
+    assert isinstance(left.proposal.random_walk, GaussianFlow)
+    assert left.steps_per_draw == STEPS_PER_DRAW[step_class]
