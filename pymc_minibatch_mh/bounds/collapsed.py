@@ -298,6 +298,9 @@ class LinearQuadraticBound(OverDesignRows):
         """``eta`` for rows ``idx`` (all rows if None)."""
         if idx is None:
             return self.design @ q + self.offset
+        if isinstance(self.design, RowDesign) and np.size(idx) > MEMO_ROWS:
+            # Many rows read once (FlyMC's first draw of z reads all N): no dense copy.
+            return self.design.dot(q, idx) + self.offset[idx]
         return self.gathered_rows(idx) @ q + self.offset[idx]
 
     def _residual(self, q: np.ndarray, idx: np.ndarray | None) -> np.ndarray:

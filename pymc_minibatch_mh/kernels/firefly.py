@@ -73,12 +73,14 @@ References
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from pymc_minibatch_mh.kernels.gaussian_flow import ANGLE_RANGE, GaussianFlow
 from pymc_minibatch_mh.kernels.proposals import RandomWalkProposal
 from pymc_minibatch_mh.kernels.surrogate_hmc import MAX_LEAPFROG_STEPS, TRAJECTORY_RANGE
 from pymc_minibatch_mh.kernels.target import TallTarget
@@ -122,6 +124,56 @@ class CollapsibleBound(Protocol):
     def log_bound_weighted_grad(
         self, q: np.ndarray, idx: np.ndarray, weights: np.ndarray
     ) -> np.ndarray: ...
+
+
+class BrightRows(Protocol):
+    """A fixed set of data rows (the bright set of a ``q | z`` update, or the dark rows
+    proposed to brighten) seen as a function of ``q``: what the kernel needs of the target
+    and the bound on those rows. A model may evaluate both in one pass over the rows (see
+    :class:`~pymc_minibatch_mh.bounds.glm_bright_rows.GLMBrightRows`); the default,
+    :class:`SeparateRows`, asks the target and the bound one after the other.
+
+    Attributes
+    ----------
+    idx : ndarray of int
+        The rows.
+    """
+
+    idx: np.ndarray
+
+    def values(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Untempered ``(log L_n(q), log B_n(q))`` of the rows."""
+        ...
+
+    def weighted_grad(self, q: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Gradient in ``q`` of ``sum_j weights[j] (log L_j(q) - log B_j(q))``."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class SeparateRows:
+    """:class:`BrightRows` through the target's and the bound's own per-row methods."""
+
+    target: TallTarget
+    bound: CollapsibleBound
+    idx: np.ndarray
+
+    def values(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.target.loglik(q, self.idx), self.bound.log_bound(q, self.idx)
+
+    def weighted_grad(self, q: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        grad = self.target.loglik_weighted_grad(q, self.idx, weights)
+        return grad - self.bound.log_bound_weighted_grad(q, self.idx, weights)
+
+
+#: Builds the :class:`BrightRows` of an index array (``firefly_kernel``'s ``rows``).
+RowsFactory = Callable[[np.ndarray], BrightRows]
+
+
+def rows_of(target: TallTarget, bound: CollapsibleBound, idx: np.ndarray, rows=None):
+    """The rows ``idx`` as :class:`BrightRows`: ``rows(idx)`` when a factory is given (a
+    joint evaluation of the model's likelihood and bound), else :class:`SeparateRows`."""
+    return SeparateRows(target, bound, idx) if rows is None else rows(idx)
 
 
 # ------------------------------------------------------------------------ brightness store
@@ -599,14 +651,15 @@ def new_firefly_state(
 
 # ------------------------------------------------------------------------ q | z
 def _data_grad(
-    q, idx, log_lt, target, bound, temperature, bound_sum_grad=None, unbounded=None
+    q, rows, log_lt, bound, temperature, bound_sum_grad=None, unbounded=None
 ) -> tuple[np.ndarray, int]:
     """Gradient of the augmented log density minus the log prior at ``q``, bright set ``idx``.
 
     With the tempered gap ``g_n = (log L_n - log B_n) / K``,
     ``grad log Ltilde_n = (grad log L_n - grad log B_n) / (K (1 - exp(-g_n)))``, and
     ``1 / (1 - exp(-g)) = (1 + Ltilde) / Ltilde = 1 + exp(-log Ltilde)``: one weighted
-    gradient pass over the bright rows. Returns the gradient and the rows evaluated.
+    gradient pass over the bright rows (``rows``, :class:`BrightRows`). Returns the gradient
+    and the rows evaluated.
     ``bound_sum_grad`` is the collapsed bound's gradient at ``q`` if already known. A row
     without a bound (``unbounded``, the state's mask) has weight ``1 / K`` (its entry of
     ``log_lt`` is ``log L_n / K``), and its bound's gradient is 0.
@@ -614,15 +667,14 @@ def _data_grad(
     if bound_sum_grad is None:
         bound_sum_grad = bound.log_bound_sum_grad(q)
     grad = np.asarray(bound_sum_grad, dtype=np.float64) / temperature
+    idx = rows.idx
     if idx.size == 0:
         return grad, 0
     with np.errstate(over="ignore"):  # an infinite weight makes the proposal rejected
         weights = (1.0 + np.exp(-log_lt)) / temperature
     if unbounded is not None:
         weights[unbounded[idx]] = 1.0 / temperature
-    grad = grad + target.loglik_weighted_grad(q, idx, weights)
-    grad = grad - bound.log_bound_weighted_grad(q, idx, weights)
-    return grad, idx.size
+    return grad + rows.weighted_grad(q, weights), idx.size
 
 
 def _mala_log_density(to, frm, grad_frm, scaling, chol) -> float:
@@ -643,8 +695,13 @@ def theta_update(
     settings: FireflySettings,
     scaling: float,
     proposal: RandomWalkProposal,
+    rows: RowsFactory | None = None,
+    gaussian: GaussianFlow | None = None,
 ) -> tuple[bool, float, int, int]:
     """Metropolis(-adjusted Langevin) update of ``q`` given ``z``, in place.
+
+    With ``theta_update="hmc"`` and a ``gaussian``, the HMC is split around that Gaussian
+    (:func:`split_hmc_theta_update`).
 
     Returns ``(accepted, accept_prob, rows_touched, lik_evals, region_exit)``. When the
     bound holds on a trust region only (``bound.region``), a proposal outside it is
@@ -652,9 +709,16 @@ def theta_update(
     posterior restricted to the region.
     """
     if settings.theta_update == "hmc":
-        return hmc_theta_update(rng, state, target, bound, settings, scaling, proposal.chol)
+        if gaussian is not None:
+            return split_hmc_theta_update(
+                rng, state, target, bound, settings, scaling, gaussian, rows=rows
+            )
+        return hmc_theta_update(
+            rng, state, target, bound, settings, scaling, proposal.chol, rows=rows
+        )
     temp = settings.temperature
     bright = np.asarray(state.store.bright_indices(), dtype=np.int64)
+    bright_rows = rows_of(target, bound, bright, rows)
     n_evals = 0
     mala = settings.theta_update == "mala"
     if mala:
@@ -663,9 +727,8 @@ def theta_update(
         if state.data_grad is None:
             state.data_grad, used = _data_grad(
                 state.position,
-                bright,
+                bright_rows,
                 state.log_lt[bright],
-                target,
                 bound,
                 temp,
                 unbounded=state.unbounded,
@@ -688,7 +751,7 @@ def theta_update(
     lp_new = float(target.logprior(new))
     if not math.isfinite(lp_new):
         return False, 0.0, 0, n_evals, 0
-    log_lt_new = _bright_log_tilde(new, bright, target, bound, settings)
+    log_lt_new = _bright_log_tilde(new, bright_rows, settings)
     n_evals += bright.size
     lt_sum_new = float(np.sum(log_lt_new))
     if not math.isfinite(lt_sum_new):  # a bright point would have Ltilde = 0 (or NaN)
@@ -700,7 +763,7 @@ def theta_update(
     if mala:
         prior_grad_new = np.asarray(target.logprior_grad(new), dtype=np.float64)
         data_grad_new, used = _data_grad(
-            new, bright, log_lt_new, target, bound, temp, unbounded=state.unbounded
+            new, bright_rows, log_lt_new, bound, temp, unbounded=state.unbounded
         )
         n_evals += used
         log_q_ratio = _mala_log_density(
@@ -726,21 +789,23 @@ def _move(state, q, bright, logprior, bound_sum, log_lt, prior_grad, data_grad) 
     state.data_grad = data_grad
 
 
-def _bright_log_tilde(q, bright, target, bound, settings) -> np.ndarray:
-    """Tempered ``log Ltilde_n`` of the bright rows at ``q`` (empty without bright rows)."""
-    if not bright.size:
+def _bright_log_tilde(q, rows, settings) -> np.ndarray:
+    """Tempered ``log Ltilde_n`` of the rows (:class:`BrightRows`) at ``q`` (empty without
+    rows)."""
+    if not rows.idx.size:
         return np.empty(0)
+    loglik, logbound = rows.values(q)
     return log_tilde_likelihood(
-        target.loglik(q, bright),
-        bound.log_bound(q, bright),
+        loglik,
+        logbound,
         settings.temperature,
         check=settings.check_bound,
         tolerance=settings.bound_tolerance,
-        rows=bright,
+        rows=rows.idx,
     )
 
 
-def _conditional_at(q, bright, target, bound, settings, unbounded=None):
+def _conditional_at(q, rows, target, bound, settings, unbounded=None):
     """``(log density, prior grad, data grad, log Ltilde of the bright rows, bound sum)``
     of ``q | z`` at ``q``, or None where it is 0 (outside the prior support or the trust
     region, or a bright point with ``Ltilde = 0``)."""
@@ -751,7 +816,7 @@ def _conditional_at(q, bright, target, bound, settings, unbounded=None):
     if not math.isfinite(logprior):
         return None
     temp = settings.temperature
-    log_lt = _bright_log_tilde(q, bright, target, bound, settings)
+    log_lt = _bright_log_tilde(q, rows, settings)
     lt_sum = float(np.sum(log_lt))
     if not math.isfinite(lt_sum):
         return None
@@ -760,7 +825,7 @@ def _conditional_at(q, bright, target, bound, settings, unbounded=None):
         bound_sum, bound_grad = float(bound.log_bound_sum(q)), None
     else:  # the sum and its gradient share their O(D^2) work
         bound_sum, bound_grad = both(q)
-    data_grad, _ = _data_grad(q, bright, log_lt, target, bound, temp, bound_grad, unbounded)
+    data_grad, _ = _data_grad(q, rows, log_lt, bound, temp, bound_grad, unbounded)
     prior_grad = np.asarray(target.logprior_grad(q), dtype=np.float64)
     grad = prior_grad + data_grad
     if not np.all(np.isfinite(grad)):
@@ -777,6 +842,7 @@ def hmc_theta_update(
     settings: FireflySettings,
     step_size: float,
     chol: np.ndarray | None,
+    rows: RowsFactory | None = None,
 ) -> tuple[bool, float, int, int, int]:
     """One HMC transition of ``q`` given ``z``, in place.
 
@@ -795,21 +861,9 @@ def hmc_theta_update(
     :func:`theta_update` (``region_exit`` 1 when the trajectory left the trust region).
     """
     bright = np.asarray(state.store.bright_indices(), dtype=np.int64)
+    bright_rows = rows_of(target, bound, bright, rows)
     n_bright = int(bright.size)
-    if state.prior_grad is None:
-        state.prior_grad = np.asarray(target.logprior_grad(state.position), dtype=np.float64)
-    n_evals = 0
-    if state.data_grad is None:
-        state.data_grad, used = _data_grad(
-            state.position,
-            bright,
-            state.log_lt[bright],
-            target,
-            bound,
-            settings.temperature,
-            unbounded=state.unbounded,
-        )
-        n_evals += used
+    n_evals = _fill_gradient(state, target, bound, settings, bright, bright_rows)
     value0 = state.log_density(settings.temperature)
     dim = state.position.size
 
@@ -831,7 +885,7 @@ def hmc_theta_update(
         for _ in range(n_steps):
             momentum = momentum + 0.5 * step_size * g_u
             q = q + step_size * colour(momentum)
-            at = _conditional_at(q, bright, target, bound, settings, state.unbounded)
+            at = _conditional_at(q, bright_rows, target, bound, settings, state.unbounded)
             n_evals += 2 * n_bright
             if at is None:
                 exit_ = int(region is not None and not region.contains(q))
@@ -839,15 +893,120 @@ def hmc_theta_update(
             g_u = whiten(at[2] + at[3])
             momentum = momentum + 0.5 * step_size * g_u
         energy1 = -at[0] + 0.5 * float(momentum @ momentum)
-    log_ratio = energy0 - energy1
+    accepted, accept_prob = _hmc_decision(rng, state, bright, q, at, energy0 - energy1)
+    return accepted, accept_prob, n_bright, n_evals, 0
+
+
+def split_hmc_theta_update(
+    rng: np.random.Generator,
+    state: FireflyState,
+    target: TallTarget,
+    bound: CollapsibleBound,
+    settings: FireflySettings,
+    step_size: float,
+    gaussian: GaussianFlow,
+    rows: RowsFactory | None = None,
+) -> tuple[bool, float, int, int, int]:
+    """One HMC transition of ``q`` given ``z`` split around a Gaussian, in place.
+
+    ``gaussian`` should be the prior times the tempered collapsed bounds (a Gaussian
+    ``N(m, P^{-1})`` for a Normal prior and a quadratic bound): ``q | z`` is then that
+    Gaussian times the bright rows' ``Ltilde_n``. In the Gaussian's whitened coordinates
+    ``x = C^T (q - m)`` (``P = C C^T``) its part of the dynamics is a rotation of
+    ``(x, momentum)``, solved exactly, and the bright rows act through half-step kicks
+    (Strang splitting [3]_): kick ``step_size / 2``, rotate by ``step_size``, kick. A kick
+    adds a function of ``x`` alone to the momentum, so the integrator is reversible and
+    volume preserving whatever that function is, and the acceptance uses the exact
+    ``log pi(q | z)`` at both ends: the transition leaves ``pi(q | z)`` invariant for any
+    Gaussian, a good one only makes the steps longer. Along the trajectory only the bright
+    rows are read (no prior, no collapsed sum); the end point is evaluated in full. The
+    total time is drawn from :data:`~pymc_minibatch_mh.kernels.gaussian_flow.ANGLE_RANGE`
+    (a quarter to three eighths of the Gaussian's period).
+
+    Returns ``(accepted, accept_prob, rows_touched, lik_evals, region_exit)``.
+
+    References
+    ----------
+    .. [3] Shahbaba, B., Lan, S., Johnson, W. O., Neal, R. M. "Split Hamiltonian Monte
+       Carlo", Statistics and Computing 24, 2014.
+    """
+    bright = np.asarray(state.store.bright_indices(), dtype=np.int64)
+    bright_rows = rows_of(target, bound, bright, rows)
+    n_bright = int(bright.size)
+    temp = settings.temperature
+    inverse, mean = gaussian.inverse_chol, gaussian.mean
+    no_bound_grad = np.zeros(mean.size)
+
+    def force(q, x, log_lt):
+        # d/dx of the bright rows' sum of log Ltilde_n, with q = m + C^-T x
+        grad, _ = _data_grad(q, bright_rows, log_lt, bound, temp, no_bound_grad, state.unbounded)
+        return inverse @ grad
+
+    length = rng.uniform(*ANGLE_RANGE)
+    n_steps = int(min(max(1, math.ceil(length / step_size)), MAX_LEAPFROG_STEPS))
+    # Steps of length / n_steps: the total angle stays the drawn time (step_size only sets
+    # how many steps) even when tuning finds the kicks negligible and grows step_size.
+    step_size = length / n_steps
+    cos, sin = math.cos(step_size), math.sin(step_size)
+    momentum = rng.standard_normal(mean.size)
+    energy0 = -state.log_density(temp) + 0.5 * float(momentum @ momentum)
+    q = state.position
+    x = gaussian.precision_chol.T @ (q - mean)
+    kick = force(q, x, state.log_lt[bright])
+    n_evals = n_bright
+    with np.errstate(over="ignore", invalid="ignore"):  # a divergence ends as a reject
+        for step in range(n_steps):
+            momentum = momentum + 0.5 * step_size * kick
+            x, momentum = cos * x + sin * momentum, cos * momentum - sin * x
+            q = mean + inverse.T @ x
+            if step < n_steps - 1:
+                log_lt = _bright_log_tilde(q, bright_rows, settings)
+                kick = force(q, x, log_lt)
+                n_evals += 2 * n_bright
+                if not np.all(np.isfinite(kick)):
+                    return False, 0.0, n_bright, n_evals, 0
+            else:
+                at = _conditional_at(q, bright_rows, target, bound, settings, state.unbounded)
+                n_evals += 2 * n_bright
+                if at is None:
+                    region = getattr(bound, "region", None)
+                    exit_ = int(region is not None and not region.contains(q))
+                    return False, 0.0, n_bright, n_evals, exit_
+                kick = force(q, x, at[4])
+            momentum = momentum + 0.5 * step_size * kick
+        energy1 = -at[0] + 0.5 * float(momentum @ momentum)
+    accepted, accept_prob = _hmc_decision(rng, state, bright, q, at, energy0 - energy1)
+    return accepted, accept_prob, n_bright, n_evals, 0
+
+
+def _hmc_decision(rng, state, bright, q, at, log_ratio: float) -> tuple[bool, float]:
+    """Accept or reject the end ``q`` of an HMC trajectory (``at``: ``_conditional_at``'s
+    values there) with ``log_ratio`` the energy decrease; moves the state if accepted."""
     if not math.isfinite(log_ratio):
-        return False, 0.0, n_bright, n_evals, 0
+        return False, 0.0
     accept_prob = math.exp(min(0.0, log_ratio))
     if math.log1p(-rng.random()) <= log_ratio:
         _, logprior, prior_grad, data_grad, log_lt, bound_sum = at
         _move(state, q, bright, logprior, bound_sum, log_lt, prior_grad, data_grad)
-        return True, accept_prob, n_bright, n_evals, 0
-    return False, accept_prob, n_bright, n_evals, 0
+        return True, accept_prob
+    return False, accept_prob
+
+
+def _fill_gradient(state, target, bound, settings, bright, bright_rows) -> int:
+    """Compute the state's stale gradient parts in place; returns the rows evaluated."""
+    if state.prior_grad is None:
+        state.prior_grad = np.asarray(target.logprior_grad(state.position), dtype=np.float64)
+    if state.data_grad is not None:
+        return 0
+    state.data_grad, used = _data_grad(
+        state.position,
+        bright_rows,
+        state.log_lt[bright],
+        bound,
+        settings.temperature,
+        unbounded=state.unbounded,
+    )
+    return used
 
 
 # ------------------------------------------------------------------------ z | q
@@ -857,6 +1016,7 @@ def brightness_update(
     target: TallTarget,
     bound: CollapsibleBound,
     settings: FireflySettings,
+    rows: RowsFactory | None = None,
 ) -> int:
     """Implicit MH update of every ``z_n`` given ``q``, in place; returns rows evaluated.
 
@@ -882,14 +1042,8 @@ def brightness_update(
     candidates = np.asarray(store.arr[n_bright + offsets], dtype=np.int64)
     brighten = candidates[:0]
     if candidates.size:
-        log_lt = log_tilde_likelihood(
-            target.loglik(state.position, candidates),
-            bound.log_bound(state.position, candidates),
-            settings.temperature,
-            check=settings.check_bound,
-            tolerance=settings.bound_tolerance,
-            rows=candidates,
-        )
+        candidate_rows = rows_of(target, bound, candidates, rows)
+        log_lt = _bright_log_tilde(state.position, candidate_rows, settings)
         accept = np.log1p(-rng.random(candidates.size)) <= log_lt - log_q
         brighten = candidates[accept]
         state.log_lt[brighten] = log_lt[accept]
@@ -909,6 +1063,8 @@ def firefly_kernel(
     *,
     scaling: float,
     proposal: RandomWalkProposal | None = None,
+    rows: RowsFactory | None = None,
+    gaussian: GaussianFlow | None = None,
 ) -> tuple[FireflyState, FireflyInfo]:
     """One FlyMC iteration: update ``q | z``, then ``z | q`` (implicit scheme), in place.
 
@@ -928,20 +1084,28 @@ def firefly_kernel(
         Proposal scale (random-walk step or MALA step size ``sqrt(h)``).
     proposal : RandomWalkProposal, optional
         Supplies the proposal covariance factor (identity if None).
+    rows : callable, optional
+        ``rows(idx) -> BrightRows``: the likelihood and the bound of a set of rows evaluated
+        together (e.g. from one linear predictor); default :class:`SeparateRows`, which
+        calls ``target`` and ``bound``. Both give the same values.
+    gaussian : GaussianFlow, optional
+        With ``theta_update="hmc"``: split the dynamics around this Gaussian (e.g. the prior
+        times the collapsed bounds), see :func:`split_hmc_theta_update`; ``scaling`` is then
+        the step in its rotation angle.
 
     Returns
     -------
     (FireflyState, FireflyInfo)
     """
     proposal = proposal if proposal is not None else RandomWalkProposal(None)
-    accepted, accept_prob, rows, n_evals, region_exit = theta_update(
-        rng, state, target, bound, settings, scaling, proposal
+    accepted, accept_prob, n_rows, n_evals, region_exit = theta_update(
+        rng, state, target, bound, settings, scaling, proposal, rows, gaussian
     )
-    proposed = brightness_update(rng, state, target, bound, settings)
+    proposed = brightness_update(rng, state, target, bound, settings, rows)
     info = FireflyInfo(
         accepted=bool(accepted),
         accept=float(accept_prob),
-        batch_size=int(rows + proposed),
+        batch_size=int(n_rows + proposed),
         n_lik_evals=int(n_evals + proposed),
         n_bright=int(state.store.n_bright),
         region_exits=int(region_exit),

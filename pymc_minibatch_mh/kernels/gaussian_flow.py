@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -76,6 +77,12 @@ class GaussianFlow:
         if not np.all(np.isfinite(mean)):
             raise np.linalg.LinAlgError("the surrogate's mean is not finite")
         return cls(mean, chol, angles)
+
+    @cached_property
+    def inverse_chol(self) -> np.ndarray:
+        """``C^{-1}`` (lower triangular), for callers that map many vectors between ``q``
+        and the whitened coordinates ``C^T (q - m)``: a product costs less than a solve."""
+        return solve_triangular(self.precision_chol, np.eye(self.mean.size), lower=True)
 
     def log_density(self, position: np.ndarray) -> float:
         """``-(q - m)^T P (q - m) / 2``: the log density up to a constant."""

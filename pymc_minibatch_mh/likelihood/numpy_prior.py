@@ -269,6 +269,22 @@ def recognise_independent_prior(
     return result if _agrees(result, prior, q0) else None
 
 
+def looks_gaussian(model: pm.Model, value_vars: Sequence[Variable]) -> bool:
+    """Whether the block's prior is, by its structure alone, Normal with constant parameters
+    on every coordinate: the block is the whole model, without potentials, and each
+    variable is a ``pm.Normal`` on the real line whose parameters are constants. Nothing
+    is compiled; :func:`recognise_gaussian_prior` makes the numeric check."""
+    if model.potentials or {v.name for v in value_vars} != {v.name for v in model.value_vars}:
+        return False
+    for value_var in value_vars:
+        rv = model.values_to_rvs[value_var]
+        if _kind(rv, model.rvs_to_transforms.get(rv)) != ("Normal", 0):
+            return False
+        if not all(isinstance(i, Constant) for i in graph_inputs(_dist_params(rv.owner))):
+            return False
+    return True
+
+
 def recognise_gaussian_prior(
     model: pm.Model,
     value_vars: Sequence[Variable],

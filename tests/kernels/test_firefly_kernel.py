@@ -25,6 +25,7 @@ from pymc_minibatch_mh.kernels.firefly import (
     FireflySettings,
     FireflyState,
     InvalidBoundError,
+    SeparateRows,
     brightness_update,
     draw_brightness,
     firefly_kernel,
@@ -33,6 +34,7 @@ from pymc_minibatch_mh.kernels.firefly import (
     new_firefly_state,
     theta_update,
 )
+from pymc_minibatch_mh.kernels.gaussian_flow import GaussianFlow
 from pymc_minibatch_mh.kernels.proposals import RandomWalkProposal
 from pymc_minibatch_mh.kernels.target import ArrayTarget
 
@@ -273,7 +275,7 @@ def _z_scores(draws, reference, n_batches=50):
     return (stats.mean(axis=0) - np.array(targets)) / mcse
 
 
-def _run(logistic, bound, settings, *, scaling, iters, seed, start=None):
+def _run(logistic, bound, settings, *, scaling, iters, seed, start=None, **kernel_kw):
     rng = np.random.default_rng(seed)
     target = logistic["target"]
     start = logistic["q_map"] if start is None else start
@@ -282,7 +284,9 @@ def _run(logistic, bound, settings, *, scaling, iters, seed, start=None):
     n_bright = np.empty(iters)
     accepted = 0
     for i in range(iters):
-        state, info = firefly_kernel(rng, state, target, bound, settings, scaling=scaling)
+        state, info = firefly_kernel(
+            rng, state, target, bound, settings, scaling=scaling, **kernel_kw
+        )
         draws[i] = state.position
         n_bright[i] = info.n_bright
         accepted += info.accepted
@@ -654,3 +658,96 @@ def test_negative_control_rows_without_a_bound_treated_as_bounded_fail(logistic)
     z = _z_scores(draws[ITERS // 20 :], _grid_moments(logistic, 1.0))
     print("z-scores", z.round(2))
     assert np.any(np.abs(z) >= Z_TOL), z.round(2)
+
+
+# ---------------------------------------------------------------- HMC split around a Gaussian
+def _prior_times_bounds(bound, temperature=1.0, *, shift=0.0, squeeze=1.0):
+    """The Gaussian prior x tempered collapsed bounds (``q | z`` without bright rows); with
+    ``shift`` / ``squeeze`` a deliberately different Gaussian."""
+    c = bound.collapsed
+    h = c.hessian / temperature
+    precision = np.eye(2) / PRIOR_SD**2 - h
+    linear = (c.gradient_at_centre - c.hessian @ c.centre) / temperature
+    return GaussianFlow.from_quadratic(squeeze * precision, squeeze * linear + shift)
+
+
+@pytest.mark.parametrize(
+    ("kind", "temperature", "gaussian_kw"),
+    [
+        ("map", 1.0, {}),
+        ("untuned", 1.0, {}),
+        ("untuned", 1.0, {"step": 1.0}),  # long steps
+        ("map", 3.0, {}),
+        ("map", 1.0, {"shift": 3.0, "squeeze": 0.6}),  # a poorer Gaussian: still exact
+    ],
+)
+def test_split_hmc_matches_grid_posterior(logistic, kind, temperature, gaussian_kw):
+    x, y = logistic["x"], logistic["y"]
+    if kind == "untuned":
+        bound = untuned_jaakkola_jordan(x, 0.0, y)
+    else:
+        bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
+    step = gaussian_kw.pop("step", 0.4)
+    gaussian = _prior_times_bounds(bound, temperature, **gaussian_kw)
+    settings = FireflySettings(q_db=0.05, temperature=temperature, theta_update="hmc")
+    draws, _, acc = _run(
+        logistic, bound, settings, scaling=step, iters=ITERS // 4, seed=5, gaussian=gaussian
+    )
+    assert 0.05 < acc < 1.0
+    z = _z_scores(draws, _grid_moments(logistic, temperature))
+    print("acceptance", round(acc, 3), "z-scores", z.round(2))
+    assert np.all(np.abs(z) < Z_TOL), z.round(2)
+
+
+def test_negative_control_split_hmc_without_the_bright_rows_fails(logistic, monkeypatch):
+    """The same transitions with the bright rows left out of ``q | z`` (no kicks from them,
+    not in the acceptance): the chain samples the prior times the bounds, not the
+    posterior."""
+    from pymc_minibatch_mh.kernels import firefly
+
+    x, y = logistic["x"], logistic["y"]
+    bound = untuned_jaakkola_jordan(x, 0.0, y)
+    no_rows = SeparateRows(None, None, np.empty(0, dtype=np.int64))
+    data_grad, conditional = firefly._data_grad, firefly._conditional_at
+
+    def at_without_bright_rows(q, rows, *args):
+        at = conditional(q, rows, *args)
+        return None if at is None else (at[0] - float(np.sum(at[4])), *at[1:])
+
+    monkeypatch.setattr(firefly, "_data_grad", lambda q, rows, *a: data_grad(q, no_rows, *a))
+    monkeypatch.setattr(firefly, "_conditional_at", at_without_bright_rows)
+    monkeypatch.setattr(
+        FireflyState, "log_density", lambda self, k: self.logprior + self.bound_sum / k
+    )
+    gaussian = _prior_times_bounds(bound)
+    settings = FireflySettings(q_db=0.05, theta_update="hmc")
+    draws, _, _ = _run(
+        logistic, bound, settings, scaling=0.4, iters=ITERS // 4, seed=5, gaussian=gaussian
+    )
+    z = _z_scores(draws, _grid_moments(logistic, 1.0))
+    print("z-scores", z.round(2))
+    assert np.any(np.abs(z) >= Z_TOL), z.round(2)
+
+
+def test_split_hmc_reads_only_the_bright_rows_along_the_trajectory(logistic):
+    """Between the ends of a trajectory the prior and the collapsed sum are not evaluated."""
+    x, y = logistic["x"], logistic["y"]
+    bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
+    target = logistic["target"]
+    calls = {"prior": 0}
+    counting = copy.copy(target)
+
+    def logprior(q):
+        calls["prior"] += 1
+        return target.logprior(q)
+
+    counting.logprior = logprior
+    settings = FireflySettings(q_db=0.05, theta_update="hmc")
+    rng = np.random.default_rng(0)
+    state = new_firefly_state(rng, logistic["q_map"], counting, bound, settings)
+    calls["prior"] = 0
+    firefly_kernel(
+        rng, state, counting, bound, settings, scaling=0.05, gaussian=_prior_times_bounds(bound)
+    )
+    # at least 32 steps (time >= pi / 2), one full evaluation at the end
+    assert calls["prior"] == 1

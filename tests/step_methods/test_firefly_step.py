@@ -485,3 +485,62 @@ def test_max_dim_must_be_a_positive_integer(rng):
         for bad in (0, 2.5, True):
             with pytest.raises(ValueError, match="max_dim must be a positive integer"):
                 FlyMC(max_dim=bad, progressbar=False)
+
+
+# ---------------------------------------------------------------- split HMC
+def _glm(rng, *, prior="normal", family="bernoulli"):
+    x = rng.normal(size=(N, 2))
+    with pm.Model() as model:
+        if prior == "normal":
+            beta = pm.Normal("beta", 0.0, 2.0, shape=2)
+        else:  # a scale-mixture prior: not a Gaussian
+            beta = pm.StudentT("beta", nu=3, mu=0.0, sigma=2.0, shape=2)
+        eta = x @ beta
+        if family == "bernoulli":
+            pm.Bernoulli("y", logit_p=eta, observed=rng.random(N) < special.expit(x[:, 0]))
+        elif family == "poisson":
+            pm.Poisson("y", mu=pm.math.exp(eta), observed=rng.poisson(np.exp(0.3 * x[:, 0])))
+        else:
+            g = pm.Normal("g", 0.0, 1.0)  # a log-linear scale per row
+            pm.Normal("y", mu=eta, sigma=pm.math.exp(g * x[:, 1]), observed=x[:, 0])
+    return model
+
+
+@pytest.mark.parametrize(
+    ("prior", "family", "split"),
+    [
+        ("normal", "bernoulli", True),
+        ("normal", "poisson", True),
+        ("student_t", "bernoulli", False),  # the prior is not Normal
+        ("normal", "hetero", False),  # a scale per row: the bound is not quadratic
+    ],
+)
+def test_auto_splits_hmc_around_the_prior_times_the_bounds(rng, prior, family, split):
+    """With a Normal prior and a quadratic bound, theta moves by split HMC in 2 dimensions;
+    otherwise the random walk stays below 20 dimensions."""
+    with _glm(rng, prior=prior, family=family):
+        step = FlyMC(progressbar=False)
+    assert step.theta_update == ("hmc" if split else "rw")
+    gaussian = step._theta_gaussian()
+    assert (gaussian is not None) is split
+    if split:  # the Gaussian is the prior times the bounds: its log density matches theirs
+        q0 = step.bound.collapsed.centre
+        rng_q = np.random.default_rng(0)
+        for q in q0 + 0.1 * rng_q.normal(size=(3, 2)):
+            exact = step.tall_data.logprior(q) + step.bound.log_bound_sum(q)
+            exact0 = step.tall_data.logprior(q0) + step.bound.log_bound_sum(q0)
+            np.testing.assert_allclose(
+                gaussian.log_density(q) - gaussian.log_density(q0), exact - exact0, rtol=1e-8
+            )
+
+
+def test_split_hmc_step_stays_within_the_trajectory_while_tuning(rng):
+    """Without bright rows every split move is accepted; tuning then stops growing the step
+    at the longest time (one step per transition), and the chain still moves."""
+    with _glm(rng, family="poisson") as model:
+        step = FlyMC(progressbar=False)
+        idata = pm.sample(step=step, draws=100, tune=300, chains=1, random_seed=2, **QUIET)
+    assert step.adaptation.scaling <= 0.75 * np.pi + 1e-12
+    beta = np.asarray(_posterior(idata)["beta"])[0]
+    assert np.all(beta.std(0) > 0) and np.unique(beta[:, 0]).size > 50
+    assert model is not None
