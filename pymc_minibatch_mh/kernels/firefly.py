@@ -919,7 +919,9 @@ def split_hmc_theta_update(
     volume preserving whatever that function is, and the acceptance uses the exact
     ``log pi(q | z)`` at both ends: the transition leaves ``pi(q | z)`` invariant for any
     Gaussian, a good one only makes the steps longer. Along the trajectory only the bright
-    rows are read (no prior, no collapsed sum); the end point is evaluated in full. The
+    rows are read (no prior, no collapsed sum); the end point is evaluated in full. A point
+    outside the bound's trust region (where there is one) ends the trajectory as a
+    rejection, as in :func:`hmc_theta_update`. The
     total time is drawn from :data:`~pymc_minibatch_mh.kernels.gaussian_flow.ANGLE_RANGE`
     (a quarter to three eighths of the Gaussian's period).
 
@@ -936,6 +938,7 @@ def split_hmc_theta_update(
     temp = settings.temperature
     inverse, mean = gaussian.inverse_chol, gaussian.mean
     no_bound_grad = np.zeros(mean.size)
+    region = getattr(bound, "region", None)
 
     def force(q, x, log_lt):
         # d/dx of the bright rows' sum of log Ltilde_n, with q = m + C^-T x
@@ -960,6 +963,10 @@ def split_hmc_theta_update(
             x, momentum = cos * x + sin * momentum, cos * momentum - sin * x
             q = mean + inverse.T @ x
             if step < n_steps - 1:
+                if region is not None and not region.contains(q):
+                    # density 0 there (and the bound may not hold): a rejection, as in
+                    # hmc_theta_update, which keeps the transition reversible
+                    return False, 0.0, n_bright, n_evals, 1
                 log_lt = _bright_log_tilde(q, bright_rows, settings)
                 kick = force(q, x, log_lt)
                 n_evals += 2 * n_bright
@@ -969,7 +976,6 @@ def split_hmc_theta_update(
                 at = _conditional_at(q, bright_rows, target, bound, settings, state.unbounded)
                 n_evals += 2 * n_bright
                 if at is None:
-                    region = getattr(bound, "region", None)
                     exit_ = int(region is not None and not region.contains(q))
                     return False, 0.0, n_bright, n_evals, exit_
                 kick = force(q, x, at[4])
