@@ -398,6 +398,7 @@ initial_point, compile_kwargs, blocked
             ndim = sum(int(np.size(initial_point[v.name])) for v in block)
             split = (
                 isinstance(bound, str)
+                and kwargs.get("proposal", "auto") in ("auto", "laplace")  # not one asked for
                 and _quadratic_bound_likelihood(model)
                 and looks_gaussian(model, block)
             )
