@@ -940,7 +940,7 @@ def split_hmc_theta_update(
     no_bound_grad = np.zeros(mean.size)
     region = getattr(bound, "region", None)
 
-    def force(q, x, log_lt):
+    def force(q, log_lt):
         # d/dx of the bright rows' sum of log Ltilde_n, with q = m + C^-T x
         grad, _ = _data_grad(q, bright_rows, log_lt, bound, temp, no_bound_grad, state.unbounded)
         return inverse @ grad
@@ -955,7 +955,7 @@ def split_hmc_theta_update(
     energy0 = -state.log_density(temp) + 0.5 * float(momentum @ momentum)
     q = state.position
     x = gaussian.precision_chol.T @ (q - mean)
-    kick = force(q, x, state.log_lt[bright])
+    kick = force(q, state.log_lt[bright])
     n_evals = n_bright
     with np.errstate(over="ignore", invalid="ignore"):  # a divergence ends as a reject
         for step in range(n_steps):
@@ -968,7 +968,7 @@ def split_hmc_theta_update(
                     # hmc_theta_update, which keeps the transition reversible
                     return False, 0.0, n_bright, n_evals, 1
                 log_lt = _bright_log_tilde(q, bright_rows, settings)
-                kick = force(q, x, log_lt)
+                kick = force(q, log_lt)
                 n_evals += 2 * n_bright
                 if not np.all(np.isfinite(kick)):
                     return False, 0.0, n_bright, n_evals, 0
@@ -978,7 +978,7 @@ def split_hmc_theta_update(
                 if at is None:
                     exit_ = int(region is not None and not region.contains(q))
                     return False, 0.0, n_bright, n_evals, exit_
-                kick = force(q, x, at[4])
+                kick = force(q, at[4])
             momentum = momentum + 0.5 * step_size * kick
         energy1 = -at[0] + 0.5 * float(momentum @ momentum)
     accepted, accept_prob = _hmc_decision(rng, state, bright, q, at, energy0 - energy1)
