@@ -269,6 +269,8 @@ class RowDesign:
         ``w`` has shape (D,) or (D, K).
         """
         w = np.asarray(w, dtype=np.float64)
+        if rows is not None and _every_row_in_order(rows, self.n_rows):
+            rows = None  # FlyMC's first draw of z reads all N rows: a pass, without a gather
         if rows is None:  # a pass, as Dask tasks when the features are chunked data
             from pymc_minibatch_mh.data.chunk_pass import design_map
 
@@ -378,3 +380,14 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     view = array.view()
     view.setflags(write=False)
     return view
+
+
+def _every_row_in_order(rows, n_rows: int) -> bool:
+    """Whether the index array ``rows`` is ``0, 1, ..., n_rows - 1`` (checked in O(N) only
+    when its length is ``n_rows``)."""
+    if isinstance(rows, slice) or np.ndim(rows) != 1 or np.size(rows) != n_rows or n_rows < 2:
+        return False
+    rows = np.asarray(rows)
+    if rows.dtype.kind not in "iu" or rows[0] != 0 or rows[-1] != n_rows - 1:
+        return False
+    return bool(np.all(np.diff(rows) == 1))

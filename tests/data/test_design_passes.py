@@ -128,6 +128,31 @@ def test_design_map_and_sum_cover_every_row_once_in_blocks(rng):
     assert short.shape[0] == 1_003 - 3
 
 
+def test_a_row_design_reads_an_index_of_every_row_in_order_as_a_pass(rng, monkeypatch):
+    """``dot`` with the index array 0..N-1 (FlyMC's first draw of z) runs as the pass over
+    all rows, gives the gathered product, and any other index still gathers."""
+    x = rng.normal(size=(N, P))
+    place = np.zeros((P, P + 1))
+    place[np.arange(P), np.arange(1, P + 1)] = 1.0
+    design = RowDesign(N, P + 1, [FeatureBlock(x, place)], np.r_[1.0, np.zeros(P)])
+    q = rng.normal(size=P + 1)
+    dense = np.column_stack([np.ones(N), x])
+    import pymc_minibatch_mh.data.chunk_pass as chunk_pass
+
+    passes = []
+    real_map = chunk_pass.design_map
+    monkeypatch.setattr(
+        chunk_pass, "design_map", lambda *a, **k: passes.append(1) or real_map(*a, **k)
+    )
+    every = np.arange(N)
+    np.testing.assert_allclose(design.dot(q, every), dense @ q)
+    assert passes == [1]
+    # Negative controls: a permutation, a repeat and a shorter index are gathered.
+    for rows in (every[::-1], np.r_[every[:-1], 0], every[:-1]):
+        np.testing.assert_allclose(design.dot(q, rows), dense[rows] @ q)
+    assert passes == [1]
+
+
 def _rows_times(design, rows, values):
     return design[rows] * values[:, None]
 
