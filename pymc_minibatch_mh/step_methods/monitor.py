@@ -110,7 +110,9 @@ class PostTuningTally:
         )
 
 
-def _coordinate_label(names: tuple[str, ...], sizes: tuple[int, ...], j: int) -> str:
+def coordinate_label(names: tuple[str, ...], sizes: tuple[int, ...], j: int) -> str:
+    """The name of coordinate ``j`` of a block of variables ``names`` with ``sizes``
+    (``"beta[3]"``, or the name alone for a scalar)."""
     for name, size in zip(names, sizes, strict=True):
         if j < size:
             return name if size == 1 else f"{name}[{j}]"
@@ -133,7 +135,7 @@ def mixing_problem(
         return None
     order = low[np.argsort(ess[low])]
     shown = ", ".join(
-        f"{_coordinate_label(names, sizes, int(j))} (ESS {ess[j]:.1f})" for j in order[:NAMES_SHOWN]
+        f"{coordinate_label(names, sizes, int(j))} (ESS {ess[j]:.1f})" for j in order[:NAMES_SHOWN]
     )
     more = f" and {low.size - NAMES_SHOWN} more" if low.size > NAMES_SHOWN else ""
     return SamplerWarning(

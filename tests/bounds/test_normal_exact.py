@@ -180,3 +180,29 @@ def test_flymc_with_one_fixed_sigma_is_exact_and_reads_no_data(temperature):
         np.abs(draws.std(0) / sd - 1.0) < 0.10
     )
     assert ok == (temperature == 1.0), (draws.mean(0), mean, draws.std(0), sd)
+
+
+def test_flymc_on_the_exact_bound_keeps_one_move_per_draw_in_every_chain(normal_groups):
+    """One HMC move per draw on the exact posterior, also after each chain's tuning restarts
+    (``reset_tuning``, called by ``pm.sample``; it once restored the HMC default of 5);
+    steps given by the user are kept as given (control)."""
+    model, step = normal_groups
+    assert step.steps_per_draw == 1
+    step.reset_tuning()
+    assert step.steps_per_draw == 1
+    with model:
+        idata = pm.sample(
+            step=step,
+            draws=5,
+            tune=5,
+            chains=1,
+            random_seed=1,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    assert step.steps_per_draw == 1
+    assert int(np.asarray(idata.sample_stats["batch_size"]).max()) == 0
+    with model:
+        given = FlyMC(progressbar=False, steps_per_draw=3)
+    given.reset_tuning()
+    assert given.steps_per_draw == 3

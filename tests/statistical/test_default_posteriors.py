@@ -141,7 +141,8 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
         "intercept and dispersion (a small mean and a small alpha explain the truncated "
         "counts alike): after 2 x 16,000 draws the Monte Carlo error of alpha was 0.21 "
         "posterior sd, its mean 0.22 sd and its sd 25 % off NUTS (2026-11-27, PyMC 6); "
-        "TunaMH() samples this model"
+        "its bounds are 98 times more curved than the posterior along alpha, and FlyMC "
+        "says so at construction (LooseBoundWarning); TunaMH() samples this model"
     ),
 }
 

@@ -278,7 +278,9 @@ def _zinb_run(step_class, **kwargs):
 _ZINB_FLYMC = (
     "FlyMC's chain barely moves along the ridge of this posterior (measured 2026-11-27, "
     "2 x 4000 draws: Monte Carlo errors of 0.08-0.27 posterior sd, b's mean 0.45 sd off; "
-    "the same with the widened independence moves). Not solved"
+    "the same with the widened independence moves). Not solved; its bounds are 4,300 "
+    "times more curved than the posterior in one direction, and FlyMC warns at "
+    "construction (LooseBoundWarning)"
 )
 
 

@@ -1,6 +1,7 @@
 """FlyMC inside pm.sample: stats, per-chain z and its state, bounds, options, errors."""
 
 import math
+import warnings
 
 import numpy as np
 import pymc as pm
@@ -551,3 +552,44 @@ def test_split_hmc_step_stays_within_the_trajectory_while_tuning(rng):
     step.adaptation = ScaleAdaptation(math.log(0.3), 50)
     step._adapt(q, 0.8)
     assert step.adaptation.scaling < 0.75 * np.pi
+
+
+# ---------------------------------------------------------------- loose bounds
+def _hurdle_negative_binomial(rng, n: int) -> pm.Model:
+    """A hurdle negative binomial regression with a free dispersion (the rows' bounds in
+    log alpha are far more curved than the posterior)."""
+    x = rng.normal(size=(n, 2))
+    mean = np.exp(0.7 + x @ np.array([0.4, -0.3]))
+    counts = rng.negative_binomial(3.0, 3.0 / (3.0 + mean))
+    while np.any(counts == 0):  # zero-truncated: redraw the zeros
+        zeros = counts == 0
+        counts[zeros] = rng.negative_binomial(3.0, 3.0 / (3.0 + mean[zeros]))
+    y = np.where(rng.uniform(size=n) < 0.6, counts, 0)
+    with pm.Model() as model:
+        intercept = pm.Normal("intercept", 0.0, 2.0)
+        beta = pm.Normal("beta", 0.0, 1.0, shape=2)
+        alpha = pm.HalfNormal("alpha", 5.0)
+        psi = pm.Beta("psi", 2.0, 2.0)
+        pm.HurdleNegativeBinomial(
+            "y", psi=psi, mu=pm.math.exp(intercept + x @ beta), alpha=alpha, observed=y
+        )
+    return model
+
+
+def test_bounds_far_more_curved_than_the_posterior_warn_naming_the_variable(
+    rng, logistic_model, logistic_map
+):
+    """The hurdle negative binomial's bounds in log alpha: a LooseBoundWarning that names
+    alpha; the logistic regression's bounds are about as curved as its posterior and
+    construct silently (negative control)."""
+    from pymc_minibatch_mh.bounds.looseness import LOOSE_BOUND_RATIO, LooseBoundWarning
+
+    with _hurdle_negative_binomial(rng, 5_000):
+        with pytest.warns(LooseBoundWarning, match=r"more curved than the posterior along alpha"):
+            step = FlyMC(progressbar=False)
+    assert step.bound_looseness > LOOSE_BOUND_RATIO
+    with logistic_model:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", LooseBoundWarning)
+            quiet = FlyMC(map_point=logistic_map, progressbar=False)
+    assert 1.0 <= quiet.bound_looseness < 2.0
