@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import linalg
 
 #: FlyMC warns at construction when its collapsed bound is more than this many times as
 #: curved as the posterior in some direction (its chain then needs several times the draws
@@ -66,10 +67,14 @@ def collapsed_looseness(
         return None
     chol = np.asarray(laplace_chol, dtype=np.float64)
     whitened = chol.T @ (-np.asarray(hessian, dtype=np.float64) / temperature) @ chol
-    values, vectors = np.linalg.eigh(0.5 * (whitened + whitened.T))
-    if not np.all(np.isfinite(values)):
+    whitened = 0.5 * (whitened + whitened.T)
+    if not np.all(np.isfinite(whitened)):
         return None
+    # Only the largest eigenpair: at construction, where D may be in the thousands (at
+    # D = 2000 the full decomposition took 0.85 s, this 0.35 s).
+    last = whitened.shape[0] - 1
+    values, vectors = linalg.eigh(whitened, subset_by_index=[last, last])
     # The direction chol @ v in q, in units of each coordinate's posterior sd.
     sds = np.sqrt(np.einsum("ij,ij->i", chol, chol))
-    moved = np.abs(chol @ vectors[:, -1]) / sds
-    return Looseness(float(values[-1]), int(np.argmax(moved)))
+    moved = np.abs(chol @ vectors[:, 0]) / sds
+    return Looseness(float(values[0]), int(np.argmax(moved)))
