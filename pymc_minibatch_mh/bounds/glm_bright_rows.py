@@ -81,8 +81,8 @@ class GLMBrightRows:
         last = self._last
         if last is not None and np.array_equal(last[0], q):
             return last[1]
-        if last is None and isinstance(self.source, RowDesign):
-            eta = self.source.dot(q, self.idx)  # first read: no gathered rows yet
+        if self._design is None and isinstance(self.source, RowDesign):
+            eta = self.source.dot(q, self.idx)  # no gathered rows (yet)
         else:
             eta = self.design @ q
         eta = eta + self.offset
@@ -101,11 +101,28 @@ class GLMBrightRows:
 
     def weighted_grad(self, q: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """Gradient in ``q`` of ``sum_j weights[j] (log L_j(q) - log B_j(q))``."""
-        eta = self._eta(q)
-        # A row without a bound has slope and curvature 0: its bound adds no gradient.
+        return self.design.T @ (weights * self._slope_gap(self._eta(q)))
+
+    def values_and_grad(self, q: np.ndarray, weigh) -> tuple[np.ndarray, np.ndarray]:
+        """``weigh``'s first output at ``q`` and the gradient its weights give, from one
+        linear predictor: ``weigh(log L, log B) -> (out, weights)``; returns ``(out,
+        sum_j weights[j] grad (log L_j - log B_j))``. A leapfrog step of FlyMC's HMC asks
+        for both at every point, and a point is never asked twice (no cache)."""
+        design = self.design
+        eta = design @ q + self.offset
+        e = eta - self.anchor
+        loglik = family_loglik(self.family, eta, self.observed, self.params)
+        logbound = self.value + e * (self.slope + self.curvature * e)
+        if self.unbounded is not None:
+            logbound = np.where(self.unbounded, -np.inf, logbound)
+        out, weights = weigh(loglik, logbound)
+        return out, design.T @ (weights * self._slope_gap(eta))
+
+    def _slope_gap(self, eta: np.ndarray) -> np.ndarray:
+        """``d (log L_n - log B_n) / d eta_n``. A row without a bound has slope and curvature
+        0: its bound adds no gradient."""
         bound_slope = self.slope + 2.0 * self.curvature * (eta - self.anchor)
-        lik_slope = eta_slope(self.family, eta, self.observed, self.params)
-        return self.design.T @ (weights * (lik_slope - bound_slope))
+        return eta_slope(self.family, eta, self.observed, self.params) - bound_slope
 
 
 @dataclass(frozen=True, eq=False)

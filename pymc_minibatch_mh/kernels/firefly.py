@@ -80,6 +80,7 @@ from typing import Protocol
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from pymc_minibatch_mh.kernels import split_kicks
 from pymc_minibatch_mh.kernels.gaussian_flow import ANGLE_RANGE, GaussianFlow
 from pymc_minibatch_mh.kernels.proposals import RandomWalkProposal
 from pymc_minibatch_mh.kernels.surrogate_hmc import MAX_LEAPFROG_STEPS, TRAJECTORY_RANGE
@@ -148,6 +149,9 @@ class BrightRows(Protocol):
     def weighted_grad(self, q: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """Gradient in ``q`` of ``sum_j weights[j] (log L_j(q) - log B_j(q))``."""
         ...
+
+    # Optional: ``values_and_grad(q, weigh) -> (out, grad)``, both from one pass over the
+    # rows, where ``weigh(log L, log B) -> (out, weights)`` (see :func:`_bright_terms`).
 
 
 @dataclass(frozen=True, eq=False)
@@ -556,17 +560,8 @@ def log_tilde_likelihood(
     loglik = np.asarray(loglik, dtype=np.float64)
     logbound = np.asarray(logbound, dtype=np.float64)
     gap = loglik - logbound
-    if check and (gap < -tolerance * (1.0 + np.abs(loglik))).any():
-        bad = (gap < -tolerance * (1.0 + np.abs(loglik))) & np.isfinite(loglik)
-        if bad.any():
-            j = int(np.flatnonzero(bad)[0])
-            row = j if rows is None else int(np.asarray(rows)[j])
-            raise InvalidBoundError(
-                f"The FlyMC bound exceeds the likelihood for data row {row}: "
-                f"log L = {loglik[j]!r} < log B = {loglik[j] - gap[j]!r}. A FlyMC bound must "
-                "satisfy B_n(q) <= L_n(q) for every q; fix the bound object passed as "
-                "`bound=`, or report this if the bound was built automatically."
-            )
+    if check:
+        _check_gap(loglik, gap, tolerance, rows)
     if temperature != 1.0:
         gap = gap / temperature
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -579,6 +574,24 @@ def log_tilde_likelihood(
         unbounded &= np.isfinite(loglik)
         out[unbounded] = loglik[unbounded] / temperature
     return out
+
+
+def _check_gap(loglik, gap, tolerance: float, rows) -> None:
+    """Raise :class:`InvalidBoundError` where ``gap = log L - log B`` is below ``-tolerance
+    * (1 + |log L|)`` with ``log L`` finite (a bound above the likelihood)."""
+    low = gap < -tolerance * (1.0 + np.abs(loglik))
+    if not low.any():
+        return
+    bad = low & np.isfinite(loglik)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        row = j if rows is None else int(np.asarray(rows)[j])
+        raise InvalidBoundError(
+            f"The FlyMC bound exceeds the likelihood for data row {row}: "
+            f"log L = {loglik[j]!r} < log B = {loglik[j] - gap[j]!r}. A FlyMC bound must "
+            "satisfy B_n(q) <= L_n(q) for every q; fix the bound object passed as "
+            "`bound=`, or report this if the bound was built automatically."
+        )
 
 
 def unbounded_mask(bound, n_data: int) -> np.ndarray | None:
@@ -670,11 +683,60 @@ def _data_grad(
     idx = rows.idx
     if idx.size == 0:
         return grad, 0
+    weights = _bright_weights(log_lt, temperature, None if unbounded is None else unbounded[idx])
+    return grad + rows.weighted_grad(q, weights), idx.size
+
+
+def _bright_weights(log_lt, temperature: float, unbounded_rows) -> np.ndarray:
+    """The weights of the bright rows' gradients in :func:`_data_grad`: ``(1 + exp(-log
+    Ltilde_n)) / K``, and ``1 / K`` for a row without a bound (``unbounded_rows``, a mask
+    over the rows, or None)."""
     with np.errstate(over="ignore"):  # an infinite weight makes the proposal rejected
         weights = (1.0 + np.exp(-log_lt)) / temperature
-    if unbounded is not None:
-        weights[unbounded[idx]] = 1.0 / temperature
-    return grad + rows.weighted_grad(q, weights), idx.size
+    if unbounded_rows is not None:
+        weights[unbounded_rows] = 1.0 / temperature
+    return weights
+
+
+def _bright_terms(q, rows, settings, unbounded=None) -> tuple[np.ndarray, np.ndarray]:
+    """Tempered ``log Ltilde_n`` of the rows (:class:`BrightRows`) at ``q`` and the gradient
+    in ``q`` of their sum (:func:`_data_grad` without the collapsed bound's part).
+
+    Rows that evaluate both from one linear predictor (``rows.values_and_grad``) do; the
+    others give their values, then their weighted gradient.
+    """
+    idx = rows.idx
+    if not idx.size:
+        return np.empty(0), np.zeros(np.shape(q))
+    temperature = settings.temperature
+    mask = None if unbounded is None else unbounded[idx]
+
+    def weigh(loglik, logbound):
+        if mask is not None or not np.all(np.isfinite(logbound)):
+            log_lt = _tempered_log_tilde(loglik, logbound, idx, settings)
+            return log_lt, _bright_weights(log_lt, temperature, mask)
+        # Every row bounded (the usual case, one leapfrog step's values): with the
+        # tempered gap g, log Ltilde = g + log(1 - e^-g) and the weight (1 + 1 / Ltilde) / K
+        # = 1 / (K (1 - e^-g)); both are -inf / inf where g <= 0 (a rejected point).
+        gap = loglik - logbound
+        if settings.check_bound:
+            _check_gap(loglik, gap, settings.bound_tolerance, idx)
+        if temperature != 1.0:
+            gap = gap / temperature
+        with np.errstate(divide="ignore", invalid="ignore"):
+            room = -np.expm1(-gap)
+            log_lt = gap + np.log(room)
+            weights = 1.0 / (temperature * room)
+        if not (gap > 0.0).all():  # False for NaN too
+            log_lt[~(gap > 0.0)] = -np.inf
+            weights[~(gap > 0.0)] = np.inf
+        return log_lt, weights
+
+    joint = getattr(rows, "values_and_grad", None)
+    if joint is not None:
+        return joint(q, weigh)
+    log_lt, weights = weigh(*rows.values(q))
+    return log_lt, rows.weighted_grad(q, weights)
 
 
 def _mala_log_density(to, frm, grad_frm, scaling, chol) -> float:
@@ -794,21 +856,26 @@ def _bright_log_tilde(q, rows, settings) -> np.ndarray:
     rows)."""
     if not rows.idx.size:
         return np.empty(0)
-    loglik, logbound = rows.values(q)
+    return _tempered_log_tilde(*rows.values(q), rows.idx, settings)
+
+
+def _tempered_log_tilde(loglik, logbound, idx, settings) -> np.ndarray:
+    """:func:`log_tilde_likelihood` of the rows ``idx`` with the kernel's settings."""
     return log_tilde_likelihood(
         loglik,
         logbound,
         settings.temperature,
         check=settings.check_bound,
         tolerance=settings.bound_tolerance,
-        rows=rows.idx,
+        rows=idx,
     )
 
 
 def _conditional_at(q, rows, target, bound, settings, unbounded=None):
-    """``(log density, prior grad, data grad, log Ltilde of the bright rows, bound sum)``
-    of ``q | z`` at ``q``, or None where it is 0 (outside the prior support or the trust
-    region, or a bright point with ``Ltilde = 0``)."""
+    """``(log density, prior grad, data grad, log Ltilde of the bright rows, bound sum,
+    the bright rows' part of the data grad)`` of ``q | z`` at ``q``, or None where it is 0
+    (outside the prior support or the trust region, or a bright point with
+    ``Ltilde = 0``)."""
     region = getattr(bound, "region", None)
     if region is not None and not region.contains(q):
         return None
@@ -816,22 +883,22 @@ def _conditional_at(q, rows, target, bound, settings, unbounded=None):
     if not math.isfinite(logprior):
         return None
     temp = settings.temperature
-    log_lt = _bright_log_tilde(q, rows, settings)
+    log_lt, bright_grad = _bright_terms(q, rows, settings, unbounded)
     lt_sum = float(np.sum(log_lt))
     if not math.isfinite(lt_sum):
         return None
     both = getattr(bound, "log_bound_sum_and_grad", None)
     if both is None:
-        bound_sum, bound_grad = float(bound.log_bound_sum(q)), None
+        bound_sum, bound_grad = float(bound.log_bound_sum(q)), bound.log_bound_sum_grad(q)
     else:  # the sum and its gradient share their O(D^2) work
         bound_sum, bound_grad = both(q)
-    data_grad, _ = _data_grad(q, rows, log_lt, bound, temp, bound_grad, unbounded)
+    data_grad = np.asarray(bound_grad, dtype=np.float64) / temp + bright_grad
     prior_grad = np.asarray(target.logprior_grad(q), dtype=np.float64)
     grad = prior_grad + data_grad
     if not np.all(np.isfinite(grad)):
         return None
     value = logprior + bound_sum / temp + lt_sum
-    return value, logprior, prior_grad, data_grad, log_lt, bound_sum
+    return value, logprior, prior_grad, data_grad, log_lt, bound_sum, bright_grad
 
 
 def hmc_theta_update(
@@ -923,7 +990,10 @@ def split_hmc_theta_update(
     outside the bound's trust region (where there is one) ends the trajectory as a
     rejection, as in :func:`hmc_theta_update`. The
     total time is drawn from :data:`~pymc_minibatch_mh.kernels.gaussian_flow.ANGLE_RANGE`
-    (a quarter to three eighths of the Gaussian's period).
+    (a quarter to three eighths of the Gaussian's period). Where
+    :func:`~pymc_minibatch_mh.kernels.split_kicks.compiled_rows` allows it (logit rows
+    with global bounds), the steps up to the end point run compiled, with the same
+    arithmetic.
 
     Returns ``(accepted, accept_prob, rows_touched, lik_evals, region_exit)``.
 
@@ -955,8 +1025,27 @@ def split_hmc_theta_update(
     energy0 = -state.log_density(temp) + 0.5 * float(momentum @ momentum)
     q = state.position
     x = gaussian.precision_chol.T @ (q - mean)
+    compiled = split_kicks.compiled_rows(bright_rows, region)  # gathers the rows' design
     kick = force(q, state.log_lt[bright])
     n_evals = n_bright
+    if compiled is not None:  # the same steps as the loop below, compiled
+        status, steps, q = split_kicks.run_split_kicks(
+            compiled, x, momentum, kick, mean, inverse, step_size, n_steps, temp,
+            settings.check_bound, settings.bound_tolerance,
+        )  # fmt: skip
+        n_evals += 2 * n_bright * steps  # each step's point read once (the end point too)
+        if status == split_kicks.BOUND_VIOLATED:  # raise the numpy path's error there
+            _bright_terms(q, bright_rows, settings, state.unbounded)
+        if status != split_kicks.AT_END:
+            return False, 0.0, n_bright, n_evals, 0
+        with np.errstate(over="ignore", invalid="ignore"):
+            at = _conditional_at(q, bright_rows, target, bound, settings, state.unbounded)
+            if at is None:
+                return False, 0.0, n_bright, n_evals, 0
+            momentum = momentum + 0.5 * step_size * (inverse @ at[6])
+            energy1 = -at[0] + 0.5 * float(momentum @ momentum)
+        accepted, accept_prob = _hmc_decision(rng, state, bright, q, at, energy0 - energy1)
+        return accepted, accept_prob, n_bright, n_evals, 0
     with np.errstate(over="ignore", invalid="ignore"):  # a divergence ends as a reject
         for step in range(n_steps):
             momentum = momentum + 0.5 * step_size * kick
@@ -967,8 +1056,8 @@ def split_hmc_theta_update(
                     # density 0 there (and the bound may not hold): a rejection, as in
                     # hmc_theta_update, which keeps the transition reversible
                     return False, 0.0, n_bright, n_evals, 1
-                log_lt = _bright_log_tilde(q, bright_rows, settings)
-                kick = force(q, log_lt)
+                _, grad = _bright_terms(q, bright_rows, settings, state.unbounded)
+                kick = inverse @ grad
                 n_evals += 2 * n_bright
                 if not np.all(np.isfinite(kick)):
                     return False, 0.0, n_bright, n_evals, 0
@@ -978,7 +1067,7 @@ def split_hmc_theta_update(
                 if at is None:
                     exit_ = int(region is not None and not region.contains(q))
                     return False, 0.0, n_bright, n_evals, exit_
-                kick = force(q, at[4])
+                kick = inverse @ at[6]
             momentum = momentum + 0.5 * step_size * kick
         energy1 = -at[0] + 0.5 * float(momentum @ momentum)
     accepted, accept_prob = _hmc_decision(rng, state, bright, q, at, energy0 - energy1)
@@ -992,7 +1081,7 @@ def _hmc_decision(rng, state, bright, q, at, log_ratio: float) -> tuple[bool, fl
         return False, 0.0
     accept_prob = math.exp(min(0.0, log_ratio))
     if math.log1p(-rng.random()) <= log_ratio:
-        _, logprior, prior_grad, data_grad, log_lt, bound_sum = at
+        _, logprior, prior_grad, data_grad, log_lt, bound_sum = at[:6]
         _move(state, q, bright, logprior, bound_sum, log_lt, prior_grad, data_grad)
         return True, accept_prob
     return False, accept_prob

@@ -99,7 +99,8 @@ class GaussianFlow:
         """
         t = rng.uniform(*self.angles)
         z = rng.standard_normal(position.size)
-        # S z with S = C^{-T}: a draw of N(0, P^{-1}).
-        noise = solve_triangular(self.precision_chol.T, z, lower=False)
+        # S z with S = C^{-T}: a draw of N(0, P^{-1}) (a product with the cached C^{-1}
+        # costs a few microseconds, scipy's triangular solve some forty).
+        noise = self.inverse_chol.T @ z
         moved = self.mean + math.cos(t) * (position - self.mean) + math.sin(t) * noise
         return moved, self.log_density(position) - self.log_density(moved)

@@ -69,10 +69,19 @@ COMMON_STATS = {
     "warning": (SamplerWarning, None),
 }
 
-# How per-iteration info is folded into one stat when steps_per_draw > 1.
+
+def _largest(values) -> float:
+    """The largest of a draw's per-transition values, NaN ignored (NaN if all are); plain
+    Python, as numpy's reductions cost more than the draw's arithmetic on a few scalars."""
+    finite = [float(v) for v in values if v == v]
+    return max(finite) if finite else math.nan
+
+
+#: How a draw's per-transition info fields become one sample stat when ``steps_per_draw``
+#: > 1 (default: :func:`_largest`).
 _REDUCERS = {
     "accepted": lambda xs: float(any(xs)),
-    "accept": lambda xs: float(np.mean(xs)),
+    "accept": lambda xs: float(sum(xs)) / len(xs),
     "batch_size": sum,
     "n_lik_evals": sum,
     "poisson_draws": sum,
@@ -506,7 +515,7 @@ class MinibatchStep(ConstructionHooks, ProposalMoves, Tuning, PostTuningChecks, 
         stats = {}
         for f in fields(infos[0]):
             values = [getattr(info, f.name) for info in infos]
-            reduce = _REDUCERS.get(f.name, lambda xs: float(np.nanmax(xs)))
+            reduce = _REDUCERS.get(f.name, _largest)
             stats[f.name] = reduce(values)
         return stats
 

@@ -55,6 +55,15 @@ def test_joint_rows_match_the_target_and_the_bound(family):
         np.testing.assert_allclose(
             joint.weighted_grad(q, weights), separate.weighted_grad(q, weights), rtol=1e-9
         )
+
+        # values and weighted gradient from one linear predictor (FlyMC's leapfrog steps)
+        def weigh(lik, bnd, weights=weights):
+            return lik - bnd, weights
+
+        gap, grad = factory(idx).values_and_grad(q, weigh)
+        lik, bnd = separate.values(q)
+        np.testing.assert_allclose(gap, lik - bnd, rtol=1e-8, atol=1e-8)
+        np.testing.assert_allclose(grad, separate.weighted_grad(q, weights), rtol=1e-9)
         # read once (eta from the source) and read again (gathered rows): the same values
         again = joint.values(q + 0.01)
         np.testing.assert_allclose(again[0], separate.values(q + 0.01)[0], rtol=1e-8)

@@ -153,6 +153,25 @@ def test_a_row_design_reads_an_index_of_every_row_in_order_as_a_pass(rng, monkey
     assert passes == [1]
 
 
+@pytest.mark.parametrize(
+    "columns", [np.arange(1, P + 1), np.arange(P)[::-1] + 1, np.r_[0, 2 : P + 1]]
+)
+def test_rows_of_features_placed_in_columns_match_the_dense_design(rng, columns):
+    """Rows read from a design whose features sit in consecutive columns (a strided update),
+    in reversed or gapped columns (a scatter), with a constant row everywhere."""
+    x = rng.normal(size=(N, P))
+    place = np.zeros((P, P + 1))
+    place[np.arange(P), columns] = 1.0
+    constant = rng.normal(size=P + 1)
+    design = RowDesign(N, P + 1, [FeatureBlock(x, place)], constant)
+    dense = x @ place + constant
+    for rows in (slice(None), slice(3, 40), rng.integers(0, N, size=17), 5):
+        np.testing.assert_allclose(design[rows], dense[rows], rtol=0, atol=1e-12)
+    # Negative control: the features in other columns give another design.
+    moved = RowDesign(N, P + 1, [FeatureBlock(x, np.roll(place, 1, axis=1))], constant)
+    assert np.abs(moved[slice(None)] - dense).max() > 0.1
+
+
 def _rows_times(design, rows, values):
     return design[rows] * values[:, None]
 

@@ -9,16 +9,19 @@ deliberately invalid bound (negative control) must fail the same comparison.
 import copy
 import math
 import pickle
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy import optimize, special
 
 from pymc_minibatch_mh.bounds.collapsed import LinearQuadraticBound
+from pymc_minibatch_mh.bounds.glm_bright_rows import GLMBrightRows
 from pymc_minibatch_mh.bounds.jaakkola_jordan import (
     map_tuned_jaakkola_jordan,
     untuned_jaakkola_jordan,
 )
+from pymc_minibatch_mh.kernels import split_kicks
 from pymc_minibatch_mh.kernels.firefly import (
     BrightFractionAverage,
     BrightnessStore,
@@ -32,6 +35,7 @@ from pymc_minibatch_mh.kernels.firefly import (
     geometric_positions,
     log_tilde_likelihood,
     new_firefly_state,
+    split_hmc_theta_update,
     theta_update,
 )
 from pymc_minibatch_mh.kernels.gaussian_flow import GaussianFlow
@@ -751,3 +755,235 @@ def test_split_hmc_reads_only_the_bright_rows_along_the_trajectory(logistic):
     )
     # at least 32 steps (time >= pi / 2), one full evaluation at the end
     assert calls["prior"] == 1
+
+
+# ---------------------------------------------------------------- compiled split-HMC kicks
+def _glm_rows(logistic, bound, family="bernoulli_logit", trials=None):
+    """FlyMC's joint rows of the logistic fixture (a rows factory), which lets the split
+    trajectory run compiled (:mod:`pymc_minibatch_mh.kernels.split_kicks`)."""
+    x, y = logistic["x"], logistic["y"]
+
+    def factory(idx):
+        idx = np.asarray(idx, dtype=np.int64)
+        return GLMBrightRows(
+            idx=idx,
+            family=family,
+            source=x,
+            offset=bound.offset[idx],
+            observed=y[idx],
+            params={} if trials is None else {"n": trials[idx]},
+            anchor=bound.anchor[idx],
+            value=bound.value[idx],
+            slope=bound.slope[idx],
+            curvature=bound.curvature[idx],
+            unbounded=None,
+        )
+
+    return factory
+
+
+def _counting_compiled_runs(monkeypatch):
+    calls = {"n": 0}
+    run = split_kicks.run_split_kicks
+
+    def counted(*args, **kwargs):
+        calls["n"] += 1
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(split_kicks, "run_split_kicks", counted)
+    return calls
+
+
+@pytest.mark.parametrize(("kind", "temperature"), [("map", 1.0), ("untuned", 3.0)])
+def test_compiled_split_hmc_matches_grid_posterior(logistic, monkeypatch, kind, temperature):
+    x, y = logistic["x"], logistic["y"]
+    if kind == "untuned":
+        bound = untuned_jaakkola_jordan(x, 0.0, y)
+    else:
+        bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
+    calls = _counting_compiled_runs(monkeypatch)
+    settings = FireflySettings(q_db=0.05, temperature=temperature, theta_update="hmc")
+    draws, _, acc = _run(
+        logistic,
+        bound,
+        settings,
+        scaling=0.4,
+        iters=ITERS // 4,
+        seed=5,
+        gaussian=_prior_times_bounds(bound, temperature),
+        rows=_glm_rows(logistic, bound),
+    )
+    assert calls["n"] > ITERS // 40  # trajectories with bright rows ran compiled
+    assert 0.05 < acc < 1.0
+    z = _z_scores(draws, _grid_moments(logistic, temperature))
+    print("acceptance", round(acc, 3), "z-scores", z.round(2))
+    assert np.all(np.abs(z) < Z_TOL), z.round(2)
+
+
+def test_negative_control_compiled_split_hmc_without_the_bright_rows_fails(logistic, monkeypatch):
+    """The compiled trajectories with the bright rows left out of the acceptance (as in
+    the numpy negative control above): biased."""
+    from pymc_minibatch_mh.kernels import firefly
+
+    x, y = logistic["x"], logistic["y"]
+    bound = untuned_jaakkola_jordan(x, 0.0, y)
+    conditional = firefly._conditional_at
+
+    def at_without_bright_rows(q, rows, *args):
+        at = conditional(q, rows, *args)
+        return None if at is None else (at[0] - float(np.sum(at[4])), *at[1:])
+
+    monkeypatch.setattr(firefly, "_conditional_at", at_without_bright_rows)
+    monkeypatch.setattr(
+        FireflyState, "log_density", lambda self, k: self.logprior + self.bound_sum / k
+    )
+    calls = _counting_compiled_runs(monkeypatch)
+    settings = FireflySettings(q_db=0.05, theta_update="hmc")
+    draws, _, _ = _run(
+        logistic,
+        bound,
+        settings,
+        scaling=0.4,
+        iters=ITERS // 4,
+        seed=5,
+        gaussian=_prior_times_bounds(bound),
+        rows=_glm_rows(logistic, bound),
+    )
+    assert calls["n"] > 0
+    z = _z_scores(draws, _grid_moments(logistic, 1.0))
+    print("z-scores", z.round(2))
+    assert np.any(np.abs(z) >= Z_TOL), z.round(2)
+
+
+def _chain(logistic, bound, rows, *, iters=300, temperature=1.0):
+    """Draws, acceptance rate and rows read of a split-HMC FlyMC chain from a fixed seed."""
+    settings = FireflySettings(q_db=0.05, temperature=temperature, theta_update="hmc")
+    rng = np.random.default_rng(9)
+    target = logistic["target"]
+    state = new_firefly_state(rng, logistic["q_map"], target, bound, settings)
+    gaussian = _prior_times_bounds(bound, temperature)
+    draws, accepted, evals = np.empty((iters, 2)), 0, 0
+    for i in range(iters):
+        state, info = firefly_kernel(
+            rng, state, target, bound, settings, scaling=0.3, gaussian=gaussian, rows=rows
+        )
+        draws[i], accepted, evals = (
+            state.position,
+            accepted + info.accepted,
+            evals + info.n_lik_evals,
+        )
+    return draws, (accepted / iters, evals)
+
+
+@pytest.mark.parametrize("family", ["bernoulli_logit", "binomial_logit"])
+def test_compiled_and_numpy_split_trajectories_give_the_same_chain(logistic, monkeypatch, family):
+    """The same seed with the compiled kicks and with the numpy loop: the same draws up to
+    rounding; a compiled loop that tempers the kicks differently (negative control) does
+    not give them."""
+    x, y = logistic["x"], logistic["y"]
+    trials = None
+    if family == "binomial_logit":
+        trials = np.random.default_rng(2).integers(1, 6, size=N).astype(float)
+        y = np.floor(trials * np.random.default_rng(3).random(N))
+        logistic = {**logistic, "y": y}
+    bound = untuned_jaakkola_jordan(x, 0.0, y, trials=trials)  # bright rows at most steps
+    rows = _glm_rows(logistic, bound, family, trials)
+    if family == "binomial_logit":  # the fixture's target is Bernoulli: this one's own
+        logistic = {**logistic, "target": _BinomialTarget(x, y, trials)}
+    calls = _counting_compiled_runs(monkeypatch)
+    for temperature in (1.0, 2.0):
+        compiled, acc = _chain(logistic, bound, rows, temperature=temperature)
+        assert calls["n"] > 100
+        monkeypatch.setattr(split_kicks, "ENABLED", False)
+        before = calls["n"]
+        numpy_loop, acc_numpy = _chain(logistic, bound, rows, temperature=temperature)
+        assert calls["n"] == before  # the numpy loop ran
+        monkeypatch.setattr(split_kicks, "ENABLED", True)
+        assert acc == acc_numpy and 0.3 < acc[0] < 1.0  # acceptance and rows read
+        np.testing.assert_allclose(compiled, numpy_loop, rtol=0, atol=1e-9)
+
+    run = split_kicks.run_split_kicks
+
+    def tempered_wrongly(rows, x, momentum, kick, mean, inverse, step, n, temp, *rest):
+        return run(rows, x, momentum, kick, mean, inverse, step, n, 1.5 * temp, *rest)
+
+    monkeypatch.setattr(split_kicks, "run_split_kicks", tempered_wrongly)
+    wrong, _ = _chain(logistic, bound, rows)
+    assert np.max(np.abs(wrong - numpy_loop)) > 1e-3
+
+
+class _BinomialTarget(CountingTarget):
+    """Binomial-logit rows ``y`` successes of ``trials`` on the fixture's design."""
+
+    def __init__(self, x, y, trials):
+        super().__init__(x, y, PRIOR_SD)
+        self.y, self.trials = y, trials
+
+    def loglik(self, q, idx):
+        self.rows += len(idx)
+        eta = self.x[idx] @ q
+        n, y = self.trials[idx], self.y[idx]
+        log_choose = special.gammaln(n + 1) - special.gammaln(y + 1) - special.gammaln(n - y + 1)
+        return log_choose + y * eta - n * np.logaddexp(0.0, eta)
+
+    def loglik_weighted_grad(self, q, idx, weights):
+        eta = self.x[idx] @ q
+        return self.x[idx].T @ (weights * (self.y[idx] - self.trials[idx] * special.expit(eta)))
+
+
+def test_compiled_kicks_stop_at_a_bound_above_the_likelihood_or_touching_it(logistic):
+    x, y = logistic["x"], logistic["y"]
+    bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
+    idx = np.arange(5)
+    rows = _glm_rows(logistic, bound)(idx)
+    compiled = split_kicks.compiled_rows(rows, None)
+    dim = x.shape[1]
+
+    def run(value):
+        flat = replace(compiled, design=np.zeros((5, dim)), anchor=np.zeros(5), value=value)
+        flat = replace(flat, slope=np.zeros(5), curvature=np.zeros(5), offset=np.zeros(5))
+        args = (np.zeros(dim), np.ones(dim), np.zeros(dim), np.zeros(dim), np.eye(dim))
+        return split_kicks.run_split_kicks(flat, *args, 0.1, 3, 1.0, True, 1e-8)[:2]
+
+    log_half = math.log(0.5)  # log L of every row at eta = 0
+    assert run(np.full(5, log_half - 0.1)) == (split_kicks.AT_END, 3)
+    assert run(np.full(5, log_half)) == (split_kicks.REJECT, 1)  # touching: Ltilde = 0
+    above = np.full(5, log_half - 0.1)
+    above[3] = log_half + 0.5
+    assert run(above) == (split_kicks.BOUND_VIOLATED, 1)
+
+    # through the kernel: the numpy path's error, naming the row
+    settings = FireflySettings(q_db=0.05, theta_update="hmc")
+    rng = np.random.default_rng(0)
+    state = new_firefly_state(rng, logistic["q_map"], logistic["target"], bound, settings)
+    state.store.brighten(np.array([7, 11]))
+    state.log_lt[[7, 11]] = -1.0
+    raised = replace(bound, value=bound.value + 0.5)  # every bound above its likelihood
+    with pytest.raises(InvalidBoundError, match="data row (7|11)"):
+        for _ in range(20):
+            split_hmc_theta_update(
+                rng,
+                state,
+                logistic["target"],
+                bound,
+                settings,
+                0.3,
+                _prior_times_bounds(bound),
+                rows=_glm_rows(logistic, raised),
+            )
+
+
+def test_compiled_kicks_only_where_they_apply(logistic, monkeypatch):
+    x, y = logistic["x"], logistic["y"]
+    bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
+    factory = _glm_rows(logistic, bound)
+    idx = np.arange(4)
+    assert split_kicks.compiled_rows(factory(idx), None) is not None
+    assert split_kicks.compiled_rows(factory(idx), region=object()) is None
+    assert split_kicks.compiled_rows(factory(idx[:0]), None) is None
+    assert split_kicks.compiled_rows(SeparateRows(None, bound, idx), None) is None
+    assert split_kicks.compiled_rows(replace(factory(idx), family="poisson_log"), None) is None
+    unbounded = replace(factory(idx), unbounded=np.array([False, True, False, False]))
+    assert split_kicks.compiled_rows(unbounded, None) is None
+    monkeypatch.setattr(split_kicks, "ENABLED", False)
+    assert split_kicks.compiled_rows(factory(idx), None) is None
