@@ -122,7 +122,9 @@ def run_split_kicks(
 
     Each of the ``n_steps`` steps: half kick, rotation by ``step_size``, then for all but
     the last step the kick at the new point and the second half kick. ``kick`` is the kick
-    at the start (whitened); ``inverse`` is ``C^-1``. Returns ``(status, steps, q)``:
+    at the start (whitened); ``inverse`` is ``C^-1``, lower triangular (the loop reads only
+    that triangle), as :attr:`~pymc_minibatch_mh.kernels.gaussian_flow.GaussianFlow.inverse_chol`
+    gives it. Returns ``(status, steps, q)``:
     :data:`AT_END` with ``q`` the end point (its half kick still to come),
     :data:`REJECT` or :data:`BOUND_VIOLATED` at the point ``q`` reached after ``steps``
     rotations.
@@ -143,7 +145,7 @@ def run_split_kicks(
         momentum,
         np.array(kick, dtype=np.float64),
         mean,
-        inverse,
+        np.ascontiguousarray(inverse, dtype=np.float64),
         float(step_size),
         int(n_steps),
         float(temperature),
@@ -162,7 +164,9 @@ def _kernel():
         import numba
     except ImportError:  # pragma: no cover - numba comes with PyTensor
         return None
-    return numba.njit(cache=True, nogil=True)(_split_kicks)
+    # Reassociation lets the row sums vectorise; no flag that assumes finite values (the
+    # loop tests for infinities and NaN).
+    return numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})(_split_kicks)
 
 
 def _split_kicks(
@@ -199,11 +203,13 @@ def _split_kicks(
             xi = x[i]
             x[i] = cos * xi + sin * momentum[i]
             momentum[i] = cos * momentum[i] - sin * xi
+        # q = m + C^-T x, with C^-1 lower triangular: row j of C^-1 reaches q[: j + 1]
         for i in range(dim):
-            total = mean[i]
-            for j in range(dim):
-                total += inverse[j, i] * x[j]
-            q[i] = total
+            q[i] = mean[i]
+        for j in range(dim):
+            xj = x[j]
+            for i in range(j + 1):
+                q[i] += inverse[j, i] * xj
         if step == n_steps - 1:
             return 0, step + 1
         violated = False
@@ -255,9 +261,9 @@ def _split_kicks(
             for j in range(dim):
                 grad[j] += design[r, j] * w
         finite = True
-        for i in range(dim):
+        for i in range(dim):  # kick = C^-1 grad, C^-1 lower triangular
             total = 0.0
-            for j in range(dim):
+            for j in range(i + 1):
                 total += inverse[i, j] * grad[j]
             kick[i] = total
             if not math.isfinite(total):

@@ -39,6 +39,16 @@ def test_the_quadratic_gives_the_gaussian():
     np.testing.assert_allclose(gaps, gaps[0], atol=1e-12)
 
 
+def test_the_inverse_factor_is_lower_triangular_and_inverts_the_factor():
+    """FlyMC's compiled kicks read only the lower triangle of ``inverse_chol``."""
+    rng = np.random.default_rng(4)
+    a = rng.normal(size=(7, 7))
+    flow = GaussianFlow.from_quadratic(a @ a.T + 7 * np.eye(7), rng.normal(size=7))
+    inverse = flow.inverse_chol
+    assert np.all(np.triu(inverse, 1) == 0.0)
+    np.testing.assert_allclose(inverse @ flow.precision_chol, np.eye(7), atol=1e-12)
+
+
 def test_a_quadratic_that_curves_upwards_is_refused():
     with pytest.raises(np.linalg.LinAlgError):
         GaussianFlow.from_quadratic(np.diag([1.0, -0.5]), np.zeros(2))
