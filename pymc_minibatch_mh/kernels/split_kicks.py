@@ -38,6 +38,12 @@ import numpy as np
 #: Run trajectories compiled where :func:`compiled_rows` allows it (False: numpy only, in
 #: this process).
 ENABLED = True
+#: Smallest number of coordinates compiled for (fewer: the numpy loop). The loop is compiled
+#: at its first use (about 1.3 s in each chain process while numba's cache is cold) and
+#: saves some 40 µs a leapfrog step: at D = 6 (a first run at N = 2·10^4, 2 x 600 draws)
+#: that came to less than the compilation (FlyMC's first run 3.9 s -> 5.7 s), at D = 101
+#: 4 s of sampling per run.
+MIN_DIM = 21
 #: Statuses of :func:`run_split_kicks`.
 AT_END, REJECT, BOUND_VIOLATED = 0, 1, 2
 #: Families the compiled kicks evaluate, and their codes there.
@@ -62,9 +68,10 @@ class CompiledRows:
 
 def compiled_rows(rows, region) -> CompiledRows | None:
     """The rows (:class:`~pymc_minibatch_mh.bounds.glm_bright_rows.GLMBrightRows`) as
-    :class:`CompiledRows`, or None when the compiled loop cannot run them: a family other
-    than :data:`FAMILY_CODES`, a row without a bound, a bound on a trust region, no rows,
-    numba missing, or :data:`ENABLED` off."""
+    :class:`CompiledRows`, or None when the compiled loop cannot run them or would not pay:
+    a family other than :data:`FAMILY_CODES`, a row without a bound, a bound on a trust
+    region, no rows, fewer than :data:`MIN_DIM` coordinates, numba missing, or
+    :data:`ENABLED` off."""
     family = getattr(rows, "family", None)
     if (
         not ENABLED
@@ -72,6 +79,7 @@ def compiled_rows(rows, region) -> CompiledRows | None:
         or family not in FAMILY_CODES
         or getattr(rows, "unbounded", None) is not None
         or not np.size(rows.idx)
+        or np.shape(rows.source)[1] < MIN_DIM
         or _kernel() is None
     ):
         return None

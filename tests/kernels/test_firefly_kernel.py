@@ -783,6 +783,8 @@ def _glm_rows(logistic, bound, family="bernoulli_logit", trials=None):
 
 
 def _counting_compiled_runs(monkeypatch):
+    """Count the compiled trajectories; the fixture's 2 coordinates are let through."""
+    monkeypatch.setattr(split_kicks, "MIN_DIM", 2)
     calls = {"n": 0}
     run = split_kicks.run_split_kicks
 
@@ -931,7 +933,8 @@ class _BinomialTarget(CountingTarget):
         return self.x[idx].T @ (weights * (self.y[idx] - self.trials[idx] * special.expit(eta)))
 
 
-def test_compiled_kicks_stop_at_a_bound_above_the_likelihood_or_touching_it(logistic):
+def test_compiled_kicks_stop_at_a_bound_above_the_likelihood_or_touching_it(logistic, monkeypatch):
+    calls = _counting_compiled_runs(monkeypatch)
     x, y = logistic["x"], logistic["y"]
     bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
     idx = np.arange(5)
@@ -971,6 +974,7 @@ def test_compiled_kicks_stop_at_a_bound_above_the_likelihood_or_touching_it(logi
                 _prior_times_bounds(bound),
                 rows=_glm_rows(logistic, raised),
             )
+    assert calls["n"] > 0  # raised through the compiled loop
 
 
 def test_compiled_kicks_only_where_they_apply(logistic, monkeypatch):
@@ -978,6 +982,8 @@ def test_compiled_kicks_only_where_they_apply(logistic, monkeypatch):
     bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
     factory = _glm_rows(logistic, bound)
     idx = np.arange(4)
+    assert split_kicks.compiled_rows(factory(idx), None) is None  # 2 < MIN_DIM coordinates
+    monkeypatch.setattr(split_kicks, "MIN_DIM", 2)
     assert split_kicks.compiled_rows(factory(idx), None) is not None
     assert split_kicks.compiled_rows(factory(idx), region=object()) is None
     assert split_kicks.compiled_rows(factory(idx[:0]), None) is None
