@@ -560,8 +560,17 @@ def log_tilde_likelihood(
     loglik = np.asarray(loglik, dtype=np.float64)
     logbound = np.asarray(logbound, dtype=np.float64)
     gap = loglik - logbound
-    if check:
-        _check_gap(loglik, gap, tolerance, rows)
+    if check and (gap < -tolerance * (1.0 + np.abs(loglik))).any():
+        bad = (gap < -tolerance * (1.0 + np.abs(loglik))) & np.isfinite(loglik)
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            row = j if rows is None else int(np.asarray(rows)[j])
+            raise InvalidBoundError(
+                f"The FlyMC bound exceeds the likelihood for data row {row}: "
+                f"log L = {loglik[j]!r} < log B = {loglik[j] - gap[j]!r}. A FlyMC bound must "
+                "satisfy B_n(q) <= L_n(q) for every q; fix the bound object passed as "
+                "`bound=`, or report this if the bound was built automatically."
+            )
     if temperature != 1.0:
         gap = gap / temperature
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -574,24 +583,6 @@ def log_tilde_likelihood(
         unbounded &= np.isfinite(loglik)
         out[unbounded] = loglik[unbounded] / temperature
     return out
-
-
-def _check_gap(loglik, gap, tolerance: float, rows) -> None:
-    """Raise :class:`InvalidBoundError` where ``gap = log L - log B`` is below ``-tolerance
-    * (1 + |log L|)`` with ``log L`` finite (a bound above the likelihood)."""
-    low = gap < -tolerance * (1.0 + np.abs(loglik))
-    if not low.any():
-        return
-    bad = low & np.isfinite(loglik)
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0])
-        row = j if rows is None else int(np.asarray(rows)[j])
-        raise InvalidBoundError(
-            f"The FlyMC bound exceeds the likelihood for data row {row}: "
-            f"log L = {loglik[j]!r} < log B = {loglik[j] - gap[j]!r}. A FlyMC bound must "
-            "satisfy B_n(q) <= L_n(q) for every q; fix the bound object passed as "
-            "`bound=`, or report this if the bound was built automatically."
-        )
 
 
 def unbounded_mask(bound, n_data: int) -> np.ndarray | None:
@@ -712,25 +703,8 @@ def _bright_terms(q, rows, settings, unbounded=None) -> tuple[np.ndarray, np.nda
     mask = None if unbounded is None else unbounded[idx]
 
     def weigh(loglik, logbound):
-        if mask is not None or not np.all(np.isfinite(logbound)):
-            log_lt = _tempered_log_tilde(loglik, logbound, idx, settings)
-            return log_lt, _bright_weights(log_lt, temperature, mask)
-        # Every row bounded (the usual case, one leapfrog step's values): with the
-        # tempered gap g, log Ltilde = g + log(1 - e^-g) and the weight (1 + 1 / Ltilde) / K
-        # = 1 / (K (1 - e^-g)); both are -inf / inf where g <= 0 (a rejected point).
-        gap = loglik - logbound
-        if settings.check_bound:
-            _check_gap(loglik, gap, settings.bound_tolerance, idx)
-        if temperature != 1.0:
-            gap = gap / temperature
-        with np.errstate(divide="ignore", invalid="ignore"):
-            room = -np.expm1(-gap)
-            log_lt = gap + np.log(room)
-            weights = 1.0 / (temperature * room)
-        if not (gap > 0.0).all():  # False for NaN too
-            log_lt[~(gap > 0.0)] = -np.inf
-            weights[~(gap > 0.0)] = np.inf
-        return log_lt, weights
+        log_lt = _tempered_log_tilde(loglik, logbound, idx, settings)
+        return log_lt, _bright_weights(log_lt, temperature, mask)
 
     joint = getattr(rows, "values_and_grad", None)
     if joint is not None:

@@ -683,30 +683,47 @@ def _prior_times_bounds(bound, temperature=1.0, *, shift=0.0, squeeze=1.0):
         ("untuned", 1.0, {"step": 1.0}),  # long steps
         ("map", 3.0, {}),
         ("map", 1.0, {"shift": 3.0, "squeeze": 0.6}),  # a poorer Gaussian: still exact
+        ("map", 1.0, {"compiled": True}),  # the kicks compiled (split_kicks)
+        ("untuned", 3.0, {"compiled": True}),
     ],
 )
-def test_split_hmc_matches_grid_posterior(logistic, kind, temperature, gaussian_kw):
+def test_split_hmc_matches_grid_posterior(logistic, monkeypatch, kind, temperature, gaussian_kw):
     x, y = logistic["x"], logistic["y"]
     if kind == "untuned":
         bound = untuned_jaakkola_jordan(x, 0.0, y)
     else:
         bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
-    step = gaussian_kw.pop("step", 0.4)
-    gaussian = _prior_times_bounds(bound, temperature, **gaussian_kw)
+    kw = dict(gaussian_kw)
+    step = kw.pop("step", 0.4)
+    compiled = kw.pop("compiled", False)
+    gaussian = _prior_times_bounds(bound, temperature, **kw)
+    calls = _counting_compiled_runs(monkeypatch)
     settings = FireflySettings(q_db=0.05, temperature=temperature, theta_update="hmc")
     draws, _, acc = _run(
-        logistic, bound, settings, scaling=step, iters=ITERS // 4, seed=5, gaussian=gaussian
+        logistic,
+        bound,
+        settings,
+        scaling=step,
+        iters=ITERS // 4,
+        seed=5,
+        gaussian=gaussian,
+        rows=_glm_rows(logistic, bound) if compiled else None,
     )
+    if compiled:
+        assert calls["n"] > ITERS // 40  # trajectories with bright rows ran compiled
+    else:
+        assert calls["n"] == 0
     assert 0.05 < acc < 1.0
     z = _z_scores(draws, _grid_moments(logistic, temperature))
     print("acceptance", round(acc, 3), "z-scores", z.round(2))
     assert np.all(np.abs(z) < Z_TOL), z.round(2)
 
 
-def test_negative_control_split_hmc_without_the_bright_rows_fails(logistic, monkeypatch):
-    """The same transitions with the bright rows left out of ``q | z`` (no kicks from them,
-    not in the acceptance): the chain samples the prior times the bounds, not the
-    posterior."""
+@pytest.mark.parametrize("compiled", [False, True])
+def test_negative_control_split_hmc_without_the_bright_rows_fails(logistic, monkeypatch, compiled):
+    """The same transitions with the bright rows left out of ``q | z``'s density (and of
+    the first kick), numpy loop or compiled kicks: the chain samples the prior times the
+    bounds, not the posterior."""
     from pymc_minibatch_mh.kernels import firefly
 
     x, y = logistic["x"], logistic["y"]
@@ -723,11 +740,20 @@ def test_negative_control_split_hmc_without_the_bright_rows_fails(logistic, monk
     monkeypatch.setattr(
         FireflyState, "log_density", lambda self, k: self.logprior + self.bound_sum / k
     )
-    gaussian = _prior_times_bounds(bound)
+    calls = _counting_compiled_runs(monkeypatch)
+    rows = _glm_rows(logistic, bound) if compiled else None
     settings = FireflySettings(q_db=0.05, theta_update="hmc")
     draws, _, _ = _run(
-        logistic, bound, settings, scaling=0.4, iters=ITERS // 4, seed=5, gaussian=gaussian
+        logistic,
+        bound,
+        settings,
+        scaling=0.4,
+        iters=ITERS // 4,
+        seed=5,
+        gaussian=_prior_times_bounds(bound),
+        rows=rows,
     )
+    assert (calls["n"] > 0) == compiled
     z = _z_scores(draws, _grid_moments(logistic, 1.0))
     print("z-scores", z.round(2))
     assert np.any(np.abs(z) >= Z_TOL), z.round(2)
@@ -794,67 +820,6 @@ def _counting_compiled_runs(monkeypatch):
 
     monkeypatch.setattr(split_kicks, "run_split_kicks", counted)
     return calls
-
-
-@pytest.mark.parametrize(("kind", "temperature"), [("map", 1.0), ("untuned", 3.0)])
-def test_compiled_split_hmc_matches_grid_posterior(logistic, monkeypatch, kind, temperature):
-    x, y = logistic["x"], logistic["y"]
-    if kind == "untuned":
-        bound = untuned_jaakkola_jordan(x, 0.0, y)
-    else:
-        bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
-    calls = _counting_compiled_runs(monkeypatch)
-    settings = FireflySettings(q_db=0.05, temperature=temperature, theta_update="hmc")
-    draws, _, acc = _run(
-        logistic,
-        bound,
-        settings,
-        scaling=0.4,
-        iters=ITERS // 4,
-        seed=5,
-        gaussian=_prior_times_bounds(bound, temperature),
-        rows=_glm_rows(logistic, bound),
-    )
-    assert calls["n"] > ITERS // 40  # trajectories with bright rows ran compiled
-    assert 0.05 < acc < 1.0
-    z = _z_scores(draws, _grid_moments(logistic, temperature))
-    print("acceptance", round(acc, 3), "z-scores", z.round(2))
-    assert np.all(np.abs(z) < Z_TOL), z.round(2)
-
-
-def test_negative_control_compiled_split_hmc_without_the_bright_rows_fails(logistic, monkeypatch):
-    """The compiled trajectories with the bright rows left out of the acceptance (as in
-    the numpy negative control above): biased."""
-    from pymc_minibatch_mh.kernels import firefly
-
-    x, y = logistic["x"], logistic["y"]
-    bound = untuned_jaakkola_jordan(x, 0.0, y)
-    conditional = firefly._conditional_at
-
-    def at_without_bright_rows(q, rows, *args):
-        at = conditional(q, rows, *args)
-        return None if at is None else (at[0] - float(np.sum(at[4])), *at[1:])
-
-    monkeypatch.setattr(firefly, "_conditional_at", at_without_bright_rows)
-    monkeypatch.setattr(
-        FireflyState, "log_density", lambda self, k: self.logprior + self.bound_sum / k
-    )
-    calls = _counting_compiled_runs(monkeypatch)
-    settings = FireflySettings(q_db=0.05, theta_update="hmc")
-    draws, _, _ = _run(
-        logistic,
-        bound,
-        settings,
-        scaling=0.4,
-        iters=ITERS // 4,
-        seed=5,
-        gaussian=_prior_times_bounds(bound),
-        rows=_glm_rows(logistic, bound),
-    )
-    assert calls["n"] > 0
-    z = _z_scores(draws, _grid_moments(logistic, 1.0))
-    print("z-scores", z.round(2))
-    assert np.any(np.abs(z) >= Z_TOL), z.round(2)
 
 
 def _chain(logistic, bound, rows, *, iters=300, temperature=1.0):
