@@ -80,7 +80,7 @@ from typing import Protocol
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from pymc_minibatch_mh.kernels import split_kicks
+from pymc_minibatch_mh.kernels import compiled_split_iteration, split_kicks
 from pymc_minibatch_mh.kernels.gaussian_flow import ANGLE_RANGE, GaussianFlow
 from pymc_minibatch_mh.kernels.proposals import RandomWalkProposal
 from pymc_minibatch_mh.kernels.surrogate_hmc import MAX_LEAPFROG_STEPS, TRAJECTORY_RANGE
@@ -601,9 +601,12 @@ def draw_brightness(
     target: TallTarget,
     bound: CollapsibleBound,
     settings: FireflySettings,
+    rows: RowsFactory | None = None,
 ) -> tuple[BrightnessStore, np.ndarray]:
     """Draw every ``z_n`` exactly from ``p(z_n | q)``: O(N) likelihood evaluations, once
-    (none for an exact bound, ``bound.exact``: all data are dark).
+    (none for an exact bound, ``bound.exact``: all data are dark). With ``rows`` (the
+    kernel's rows factory) that the compiled iteration applies to
+    (:mod:`~pymc_minibatch_mh.kernels.compiled_split_iteration`), in one compiled pass.
 
     Returns the store and the ``(N,)`` array of tempered ``log Ltilde_n`` at ``q``.
     """
@@ -611,15 +614,22 @@ def draw_brightness(
     if getattr(bound, "exact", False):
         # B_n = L_n: every Ltilde_n is 0, so every datum is dark; no row needs reading.
         return BrightnessStore(n), np.full(n, -np.inf)
-    rows = np.arange(n, dtype=np.int64)
+    glm = compiled_split_iteration.compiled_glm(rows, bound, n)
+    if glm is not None:
+        store, log_lt = BrightnessStore(n), np.empty(n)
+        n_bright, row = compiled_split_iteration.draw_brightness(
+            rng.random(n), position, glm, settings, store, log_lt
+        )
+        if n_bright == -2:
+            raise ValueError(_NOT_FINITE_AT_START)
+        if n_bright == -1:
+            _raise_violation(position, row, target, bound, settings, rows)
+        return store, log_lt
+    all_rows = np.arange(n, dtype=np.int64)
     loglik = np.asarray(target.loglik_full(position), dtype=np.float64)
     if not np.all(np.isfinite(loglik)):
-        raise ValueError(
-            "The log-likelihood is not finite for every datum at the chain's current point, "
-            "so FlyMC cannot draw the brightness variables there. Start the chain elsewhere "
-            "(e.g. `initvals=`)."
-        )
-    logbound = np.asarray(bound.log_bound(position, rows), dtype=np.float64)
+        raise ValueError(_NOT_FINITE_AT_START)
+    logbound = np.asarray(bound.log_bound(position, all_rows), dtype=np.float64)
     log_lt = log_tilde_likelihood(
         loglik,
         logbound,
@@ -633,16 +643,25 @@ def draw_brightness(
     return BrightnessStore(n, bright), log_lt
 
 
+_NOT_FINITE_AT_START = (
+    "The log-likelihood is not finite for every datum at the chain's current point, "
+    "so FlyMC cannot draw the brightness variables there. Start the chain elsewhere "
+    "(e.g. `initvals=`)."
+)
+
+
 def new_firefly_state(
     rng: np.random.Generator,
     position: np.ndarray,
     target: TallTarget,
     bound: CollapsibleBound,
     settings: FireflySettings,
+    rows: RowsFactory | None = None,
 ) -> FireflyState:
-    """A chain state at ``position`` with ``z`` drawn from ``p(z | q)`` (O(N), once)."""
+    """A chain state at ``position`` with ``z`` drawn from ``p(z | q)`` (O(N), once); ``rows``
+    as for :func:`draw_brightness`."""
     position = np.array(position, dtype=np.float64)
-    store, log_lt = draw_brightness(rng, position, target, bound, settings)
+    store, log_lt = draw_brightness(rng, position, target, bound, settings, rows)
     return FireflyState(
         position=position,
         logprior=float(target.logprior(position)),
@@ -976,6 +995,11 @@ def split_hmc_theta_update(
     .. [3] Shahbaba, B., Lan, S., Johnson, W. O., Neal, R. M. "Split Hamiltonian Monte
        Carlo", Statistics and Computing 24, 2014.
     """
+    glm = compiled_split_iteration.compiled_glm(rows, bound, target.n_data)
+    if glm is not None:
+        return _compiled_split_update(
+            rng, state, target, bound, settings, step_size, gaussian, glm, rows
+        )
     bright = np.asarray(state.store.bright_indices(), dtype=np.int64)
     bright_rows = rows_of(target, bound, bright, rows)
     n_bright = int(bright.size)
@@ -989,11 +1013,7 @@ def split_hmc_theta_update(
         grad, _ = _data_grad(q, bright_rows, log_lt, bound, temp, no_bound_grad, state.unbounded)
         return inverse @ grad
 
-    length = rng.uniform(*ANGLE_RANGE)
-    n_steps = int(min(max(1, math.ceil(length / step_size)), MAX_LEAPFROG_STEPS))
-    # Steps of length / n_steps: the total angle stays the drawn time (step_size only sets
-    # how many steps) even when tuning finds the kicks negligible and grows step_size.
-    step_size = length / n_steps
+    n_steps, step_size = _trajectory_steps(rng, step_size)
     cos, sin = math.cos(step_size), math.sin(step_size)
     momentum = rng.standard_normal(mean.size)
     energy0 = -state.log_density(temp) + 0.5 * float(momentum @ momentum)
@@ -1048,6 +1068,58 @@ def split_hmc_theta_update(
     return accepted, accept_prob, n_bright, n_evals, 0
 
 
+def _trajectory_steps(rng: np.random.Generator, step_size: float) -> tuple[int, float]:
+    """``(n_steps, step)`` of a split trajectory whose time is drawn from
+    :data:`~pymc_minibatch_mh.kernels.gaussian_flow.ANGLE_RANGE`: steps of time / n_steps,
+    so that the total angle stays the drawn time (``step_size`` only sets how many steps)
+    even when tuning finds the kicks negligible and grows ``step_size``."""
+    length = rng.uniform(*ANGLE_RANGE)
+    n_steps = int(min(max(1, math.ceil(length / step_size)), MAX_LEAPFROG_STEPS))
+    return n_steps, length / n_steps
+
+
+def _compiled_split_update(rng, state, target, bound, settings, step_size, gaussian, glm, rows):
+    """:func:`split_hmc_theta_update` with its trajectory compiled
+    (:mod:`~pymc_minibatch_mh.kernels.compiled_split_iteration`): the same draws from
+    ``rng``, the same end point up to rounding; the log prior and the collapsed bound at
+    the end point and the decision are the same as on the numpy path."""
+    n_steps, step_size = _trajectory_steps(rng, step_size)
+    momentum = rng.standard_normal(state.position.size)
+    status, steps, row, q, log_lt_end, kinetic, lt_sum0, lt_sum1 = (
+        compiled_split_iteration.trajectory(
+            state, glm, gaussian, step_size, n_steps, momentum, settings
+        )
+    )
+    n_bright = state.store.n_bright
+    n_evals = n_bright * (1 + 2 * steps)  # the start's kick, then each point reached
+    if status == compiled_split_iteration.BOUND_VIOLATED:
+        _raise_violation(q, row, target, bound, settings, rows)
+    if status != compiled_split_iteration.AT_END:
+        return False, 0.0, n_bright, n_evals, 0
+    logprior = float(target.logprior(q))
+    if not math.isfinite(logprior):
+        return False, 0.0, n_bright, n_evals, 0
+    temp = settings.temperature
+    bound_sum = float(bound.log_bound_sum(q))
+    log_new = logprior + bound_sum / temp + lt_sum1
+    log_ratio = log_new - (state.logprior + state.bound_sum / temp + lt_sum0) - kinetic
+    if not math.isfinite(log_ratio):
+        return False, 0.0, n_bright, n_evals, 0
+    accept_prob = math.exp(min(0.0, log_ratio))
+    if math.log1p(-rng.random()) > log_ratio:
+        return False, accept_prob, n_bright, n_evals, 0
+    bright = state.store.arr[:n_bright]
+    _move(state, q, bright, logprior, bound_sum, log_lt_end, None, None)
+    return True, accept_prob, n_bright, n_evals, 0
+
+
+def _raise_violation(q, row, target, bound, settings, rows) -> None:
+    """Raise the numpy path's :class:`InvalidBoundError` for data row ``row`` at ``q``, where
+    a compiled loop found the bound above the likelihood."""
+    _bright_log_tilde(q, rows_of(target, bound, np.array([row], dtype=np.int64), rows), settings)
+    raise AssertionError(f"the compiled loop and numpy disagree on the bound of row {row}")
+
+
 def _hmc_decision(rng, state, bright, q, at, log_ratio: float) -> tuple[bool, float]:
     """Accept or reject the end ``q`` of an HMC trajectory (``at``: ``_conditional_at``'s
     values there) with ``log_ratio`` the energy decrease; moves the state if accepted."""
@@ -1099,6 +1171,18 @@ def brightness_update(
     if getattr(bound, "exact", False):
         return 0  # B_n = L_n: every L~_n is 0, no datum can turn bright
     store = state.store
+    glm = compiled_split_iteration.compiled_glm(rows, bound, target.n_data)
+    if glm is not None and state.unbounded is None:  # the same draws, the loop compiled
+        u_dark = rng.random(store.n_bright)
+        offsets = geometric_positions(rng, settings.q_db, store.n_dark)
+        u_candidates = rng.random(offsets.size) if offsets.size else np.empty(0)
+        row = compiled_split_iteration.brightness_update(
+            state, glm, settings, u_dark, offsets, u_candidates
+        )
+        if row >= 0:
+            _raise_violation(state.position, row, target, bound, settings, rows)
+        state.data_grad = None
+        return int(offsets.size)
     log_q = math.log(settings.q_db)
     bright = np.asarray(store.bright_indices(), dtype=np.int64)
     n_bright = bright.size

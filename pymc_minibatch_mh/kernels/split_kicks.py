@@ -29,7 +29,6 @@ compare the two; PyMC's chain worker processes import the module afresh).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import cache
 
@@ -80,7 +79,7 @@ def compiled_rows(rows, region) -> CompiledRows | None:
         or getattr(rows, "unbounded", None) is not None
         or not np.size(rows.idx)
         or np.shape(rows.source)[1] < MIN_DIM
-        or _kernel() is None
+        or compiled_loops() is None
     ):
         return None
     n = rows.idx.size
@@ -91,20 +90,13 @@ def compiled_rows(rows, region) -> CompiledRows | None:
         return np.ascontiguousarray(np.broadcast_to(np.asarray(values, np.float64), (n,)))
 
     observed = column(rows.observed)
-    if family == "binomial_logit":
-        from scipy.special import gammaln
-
-        trials = column(rows.params["n"])
-        log_choose = gammaln(trials + 1.0) - gammaln(observed + 1.0)
-        log_choose = log_choose - gammaln(trials - observed + 1.0)
-    else:
-        trials = log_choose = np.zeros(n)
+    trials, log_choose = binomial_columns(family, rows.params, observed)
     return CompiledRows(
         family=FAMILY_CODES[family],
         design=np.ascontiguousarray(rows.design, dtype=np.float64),
         offset=column(rows.offset),
         observed=observed,
-        trials=trials,
+        trials=column(trials),
         log_choose=column(log_choose),
         anchor=column(rows.anchor),
         value=column(rows.value),
@@ -138,7 +130,7 @@ def run_split_kicks(
     rotations.
     """
     q = np.empty(mean.size)
-    status, steps = _kernel()(
+    status, steps = compiled_loops().split_kicks(
         rows.family,
         rows.design,
         rows.offset,
@@ -164,120 +156,24 @@ def run_split_kicks(
     return int(status), int(steps), q
 
 
+def binomial_columns(family: str, params: dict, observed: np.ndarray):
+    """``(trials, log C(trials, y))`` of binomial rows (zeros for Bernoulli rows)."""
+    if family != "binomial_logit":
+        return np.zeros(observed.size), np.zeros(observed.size)
+    from scipy.special import gammaln
+
+    trials = np.broadcast_to(np.asarray(params["n"], np.float64), observed.shape)
+    log_choose = gammaln(trials + 1.0) - gammaln(observed + 1.0)
+    return trials, log_choose - gammaln(trials - observed + 1.0)
+
+
 @cache
-def _kernel():
-    """The compiled loop (built at first use, then from numba's on-disk cache), or None
-    without numba."""
+def compiled_loops():
+    """The module of compiled loops (:mod:`~pymc_minibatch_mh.kernels.logit_numba`; each
+    loop is compiled at its first use, then read from numba's disk cache), or None without
+    numba."""
     try:
-        import numba
+        from pymc_minibatch_mh.kernels import logit_numba
     except ImportError:  # pragma: no cover - numba comes with PyTensor
         return None
-    # Reassociation lets the row sums vectorise; no flag that assumes finite values (the
-    # loop tests for infinities and NaN).
-    return numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})(_split_kicks)
-
-
-def _split_kicks(
-    family,
-    design,
-    offset,
-    observed,
-    trials,
-    log_choose,
-    anchor,
-    value,
-    slope,
-    curvature,
-    x,
-    momentum,
-    kick,
-    mean,
-    inverse,
-    step_size,
-    n_steps,
-    temperature,
-    check,
-    tolerance,
-    q,
-):  # pragma: no cover - compiled; its numpy twin is split_hmc_theta_update's loop
-    n_rows, dim = design.shape
-    cos, sin = math.cos(step_size), math.sin(step_size)
-    half = 0.5 * step_size
-    weighted = np.empty(n_rows)
-    grad = np.empty(dim)
-    for step in range(n_steps):
-        for i in range(dim):
-            momentum[i] += half * kick[i]
-            xi = x[i]
-            x[i] = cos * xi + sin * momentum[i]
-            momentum[i] = cos * momentum[i] - sin * xi
-        # q = m + C^-T x, with C^-1 lower triangular: row j of C^-1 reaches q[: j + 1]
-        for i in range(dim):
-            q[i] = mean[i]
-        for j in range(dim):
-            xj = x[j]
-            for i in range(j + 1):
-                q[i] += inverse[j, i] * xj
-        if step == n_steps - 1:
-            return 0, step + 1
-        violated = False
-        empty = False
-        for r in range(n_rows):
-            eta = offset[r]
-            for j in range(dim):
-                eta += design[r, j] * q[j]
-            y = observed[r]
-            if family == 0:
-                s = -eta if y > 0.5 else eta
-                if s > 0.0:
-                    loglik = -(s + math.log1p(math.exp(-s)))
-                elif s < 0.0:
-                    loglik = -math.log1p(math.exp(s))
-                else:
-                    loglik = -math.log(2.0)
-                lik_slope = y - 1.0 / (1.0 + math.exp(-eta))
-            else:
-                n = trials[r]
-                if eta > 0.0:
-                    softplus = eta + math.log1p(math.exp(-eta))
-                elif eta < 0.0:
-                    softplus = math.log1p(math.exp(eta))
-                else:
-                    softplus = math.log(2.0)
-                loglik = log_choose[r] + y * eta - n * softplus
-                lik_slope = y - n / (1.0 + math.exp(-eta))
-            e = eta - anchor[r]
-            logbound = value[r] + e * (slope[r] + curvature[r] * e)
-            gap = loglik - logbound
-            if check and gap < -tolerance * (1.0 + abs(loglik)) and math.isfinite(loglik):
-                violated = True
-            gap = gap / temperature
-            if not gap > 0.0:
-                empty = True
-                weighted[r] = 0.0
-                continue
-            weight = 1.0 / (temperature * -math.expm1(-gap))
-            weighted[r] = weight * (lik_slope - (slope[r] + 2.0 * curvature[r] * e))
-        if violated:
-            return 2, step + 1
-        if empty:
-            return 1, step + 1
-        for j in range(dim):
-            grad[j] = 0.0
-        for r in range(n_rows):
-            w = weighted[r]
-            for j in range(dim):
-                grad[j] += design[r, j] * w
-        finite = True
-        for i in range(dim):  # kick = C^-1 grad, C^-1 lower triangular
-            total = 0.0
-            for j in range(i + 1):
-                total += inverse[i, j] * grad[j]
-            kick[i] = total
-            if not math.isfinite(total):
-                finite = False
-        if not finite:
-            return 1, step + 1
-        for i in range(dim):
-            momentum[i] += half * kick[i]
-    return 0, n_steps
+    return logit_numba

@@ -782,7 +782,9 @@ initial_point, compile_kwargs, blocked
         fly = self.firefly
         fresh = fly is None or not np.array_equal(fly.position, state.position)
         if fresh:
-            fly = new_firefly_state(self.rng, state.position, self.tall_data, self.bound, settings)
+            fly = new_firefly_state(
+                self.rng, state.position, self.tall_data, self.bound, settings, self._joint_rows()
+            )
             self.firefly = fly
         proposal, scaling = self._choose_move()
         fly, info = firefly_kernel(

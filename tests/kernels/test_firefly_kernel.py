@@ -21,7 +21,7 @@ from pymc_minibatch_mh.bounds.jaakkola_jordan import (
     map_tuned_jaakkola_jordan,
     untuned_jaakkola_jordan,
 )
-from pymc_minibatch_mh.kernels import split_kicks
+from pymc_minibatch_mh.kernels import compiled_split_iteration, split_kicks
 from pymc_minibatch_mh.kernels.firefly import (
     BrightFractionAverage,
     BrightnessStore,
@@ -683,8 +683,11 @@ def _prior_times_bounds(bound, temperature=1.0, *, shift=0.0, squeeze=1.0):
         ("untuned", 1.0, {"step": 1.0}),  # long steps
         ("map", 3.0, {}),
         ("map", 1.0, {"shift": 3.0, "squeeze": 0.6}),  # a poorer Gaussian: still exact
-        ("map", 1.0, {"compiled": True}),  # the kicks compiled (split_kicks)
-        ("untuned", 3.0, {"compiled": True}),
+        ("map", 1.0, {"compiled": "kicks"}),  # the kicks compiled (split_kicks)
+        ("untuned", 3.0, {"compiled": "kicks"}),
+        ("map", 1.0, {"compiled": "iteration"}),  # the whole iteration compiled
+        ("untuned", 3.0, {"compiled": "iteration"}),
+        ("map", 1.0, {"shift": 3.0, "squeeze": 0.6, "compiled": "iteration"}),
     ],
 )
 def test_split_hmc_matches_grid_posterior(logistic, monkeypatch, kind, temperature, gaussian_kw):
@@ -697,7 +700,7 @@ def test_split_hmc_matches_grid_posterior(logistic, monkeypatch, kind, temperatu
     step = kw.pop("step", 0.4)
     compiled = kw.pop("compiled", False)
     gaussian = _prior_times_bounds(bound, temperature, **kw)
-    calls = _counting_compiled_runs(monkeypatch)
+    calls = _counting_compiled_runs(monkeypatch, compiled)
     settings = FireflySettings(q_db=0.05, temperature=temperature, theta_update="hmc")
     draws, _, acc = _run(
         logistic,
@@ -710,20 +713,19 @@ def test_split_hmc_matches_grid_posterior(logistic, monkeypatch, kind, temperatu
         rows=_glm_rows(logistic, bound) if compiled else None,
     )
     if compiled:
-        assert calls["n"] > ITERS // 40  # trajectories with bright rows ran compiled
-    else:
-        assert calls["n"] == 0
+        assert calls[compiled] > ITERS // 40  # trajectories with bright rows ran compiled
+    assert calls["kicks" if compiled != "kicks" else "iteration"] == 0
     assert 0.05 < acc < 1.0
     z = _z_scores(draws, _grid_moments(logistic, temperature))
     print("acceptance", round(acc, 3), "z-scores", z.round(2))
     assert np.all(np.abs(z) < Z_TOL), z.round(2)
 
 
-@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("compiled", [False, "kicks", "iteration"])
 def test_negative_control_split_hmc_without_the_bright_rows_fails(logistic, monkeypatch, compiled):
-    """The same transitions with the bright rows left out of ``q | z``'s density (and of
-    the first kick), numpy loop or compiled kicks: the chain samples the prior times the
-    bounds, not the posterior."""
+    """The same transitions with the bright rows left out of ``q | z``'s density (and, on
+    the numpy path and with compiled kicks, of the first kick), numpy loop, compiled kicks
+    or compiled iteration: the chain does not sample the posterior."""
     from pymc_minibatch_mh.kernels import firefly
 
     x, y = logistic["x"], logistic["y"]
@@ -740,7 +742,15 @@ def test_negative_control_split_hmc_without_the_bright_rows_fails(logistic, monk
     monkeypatch.setattr(
         FireflyState, "log_density", lambda self, k: self.logprior + self.bound_sum / k
     )
-    calls = _counting_compiled_runs(monkeypatch)
+    calls = _counting_compiled_runs(monkeypatch, compiled)
+    if compiled == "iteration":
+        counted = compiled_split_iteration.trajectory
+
+        def without_bright_rows(*args):
+            *out, _, _ = counted(*args)
+            return (*out, 0.0, 0.0)  # no bright row's log Ltilde in the acceptance
+
+        monkeypatch.setattr(compiled_split_iteration, "trajectory", without_bright_rows)
     rows = _glm_rows(logistic, bound) if compiled else None
     settings = FireflySettings(q_db=0.05, theta_update="hmc")
     draws, _, _ = _run(
@@ -753,7 +763,8 @@ def test_negative_control_split_hmc_without_the_bright_rows_fails(logistic, monk
         gaussian=_prior_times_bounds(bound),
         rows=rows,
     )
-    assert (calls["n"] > 0) == compiled
+    if compiled:
+        assert calls[compiled] > 0
     z = _z_scores(draws, _grid_moments(logistic, 1.0))
     print("z-scores", z.round(2))
     assert np.any(np.abs(z) >= Z_TOL), z.round(2)
@@ -808,28 +819,40 @@ def _glm_rows(logistic, bound, family="bernoulli_logit", trials=None):
     return factory
 
 
-def _counting_compiled_runs(monkeypatch):
-    """Count the compiled trajectories; the fixture's 2 coordinates are let through."""
+def _counting_compiled_runs(monkeypatch, mode="kicks"):
+    """Count the compiled trajectories: ``calls["kicks"]`` of the compiled kicks (the
+    fixture's 2 coordinates are let through), ``calls["iteration"]`` of the compiled
+    iteration's; ``mode`` "kicks" switches the compiled iteration off, "iteration" keeps
+    it (it takes precedence), None or False switches both off."""
     monkeypatch.setattr(split_kicks, "MIN_DIM", 2)
-    calls = {"n": 0}
-    run = split_kicks.run_split_kicks
+    monkeypatch.setattr(split_kicks, "ENABLED", bool(mode))
+    monkeypatch.setattr(compiled_split_iteration, "ENABLED", mode == "iteration")
+    # compiled in this process where numba's disk cache does not hold the loops yet
+    monkeypatch.setattr(compiled_split_iteration, "loops_cached", lambda types: True)
+    calls = {"kicks": 0, "iteration": 0}
+    for module, name, key in (
+        (split_kicks, "run_split_kicks", "kicks"),
+        (compiled_split_iteration, "trajectory", "iteration"),
+    ):
+        run = getattr(module, name)
 
-    def counted(*args, **kwargs):
-        calls["n"] += 1
-        return run(*args, **kwargs)
+        def counted(*args, _run=run, _key=key, **kwargs):
+            calls[_key] += 1
+            return _run(*args, **kwargs)
 
-    monkeypatch.setattr(split_kicks, "run_split_kicks", counted)
+        monkeypatch.setattr(module, name, counted)
     return calls
 
 
-def _chain(logistic, bound, rows, *, iters=300, temperature=1.0):
-    """Draws, acceptance rate and rows read of a split-HMC FlyMC chain from a fixed seed."""
-    settings = FireflySettings(q_db=0.05, temperature=temperature, theta_update="hmc")
+def _chain(logistic, bound, rows, *, iters=300, temperature=1.0, theta_update="hmc"):
+    """Draws, (acceptance rate, rows read) and the number of bright rows after each
+    iteration of a FlyMC chain (split HMC, or ``theta_update``) from a fixed seed."""
+    settings = FireflySettings(q_db=0.05, temperature=temperature, theta_update=theta_update)
     rng = np.random.default_rng(9)
     target = logistic["target"]
-    state = new_firefly_state(rng, logistic["q_map"], target, bound, settings)
+    state = new_firefly_state(rng, logistic["q_map"], target, bound, settings, rows)
     gaussian = _prior_times_bounds(bound, temperature)
-    draws, accepted, evals = np.empty((iters, 2)), 0, 0
+    draws, bright, accepted, evals = np.empty((iters, 2)), np.empty(iters, int), 0, 0
     for i in range(iters):
         state, info = firefly_kernel(
             rng, state, target, bound, settings, scaling=0.3, gaussian=gaussian, rows=rows
@@ -839,14 +862,18 @@ def _chain(logistic, bound, rows, *, iters=300, temperature=1.0):
             accepted + info.accepted,
             evals + info.n_lik_evals,
         )
-    return draws, (accepted / iters, evals)
+        bright[i] = info.n_bright
+    state.store.check_consistency()
+    assert state.store.n_bright == np.sum(state.store.mask())
+    return draws, (accepted / iters, evals), bright
 
 
 @pytest.mark.parametrize("family", ["bernoulli_logit", "binomial_logit"])
 def test_compiled_and_numpy_split_trajectories_give_the_same_chain(logistic, monkeypatch, family):
-    """The same seed with the compiled kicks and with the numpy loop: the same draws up to
-    rounding; a compiled loop that tempers the kicks differently (negative control) does
-    not give them."""
+    """The same seed with the whole iteration compiled, with the compiled kicks and with
+    the numpy loop: the same draws up to rounding, the same acceptance, rows read and
+    bright sets; a compiled trajectory or kick loop that tempers differently (negative
+    controls) does not give them."""
     x, y = logistic["x"], logistic["y"]
     trials = None
     if family == "binomial_logit":
@@ -857,25 +884,60 @@ def test_compiled_and_numpy_split_trajectories_give_the_same_chain(logistic, mon
     rows = _glm_rows(logistic, bound, family, trials)
     if family == "binomial_logit":  # the fixture's target is Bernoulli: this one's own
         logistic = {**logistic, "target": _BinomialTarget(x, y, trials)}
-    calls = _counting_compiled_runs(monkeypatch)
     for temperature in (1.0, 2.0):
-        compiled, acc = _chain(logistic, bound, rows, temperature=temperature)
-        assert calls["n"] > 100
-        monkeypatch.setattr(split_kicks, "ENABLED", False)
-        before = calls["n"]
-        numpy_loop, acc_numpy = _chain(logistic, bound, rows, temperature=temperature)
-        assert calls["n"] == before  # the numpy loop ran
-        monkeypatch.setattr(split_kicks, "ENABLED", True)
-        assert acc == acc_numpy and 0.3 < acc[0] < 1.0  # acceptance and rows read
-        np.testing.assert_allclose(compiled, numpy_loop, rtol=0, atol=1e-9)
+        chains = {}
+        for mode in ("iteration", "kicks", None):
+            calls = _counting_compiled_runs(monkeypatch, mode)
+            chains[mode] = _chain(logistic, bound, rows, temperature=temperature)
+            if mode:
+                assert calls[mode] > 100
+            assert calls["kicks" if mode != "kicks" else "iteration"] == 0
+        numpy_loop, acc_numpy, bright_numpy = chains[None]
+        assert 0.3 < acc_numpy[0] < 1.0
+        for mode in ("iteration", "kicks"):
+            compiled, acc, bright = chains[mode]
+            assert acc == acc_numpy  # acceptance and rows read
+            np.testing.assert_array_equal(bright, bright_numpy)
+            np.testing.assert_allclose(compiled, numpy_loop, rtol=0, atol=1e-9)
 
+    # a random walk on q: its brightness updates and first draw of z compiled or not
+    chains = {}
+    for mode in ("iteration", None):
+        _counting_compiled_runs(monkeypatch, mode)
+        chains[mode] = _chain(logistic, bound, rows, theta_update="rw")
+    (compiled, acc, bright), (walk, acc_walk, bright_walk) = chains["iteration"], chains[None]
+    assert acc == acc_walk and np.array_equal(bright, bright_walk) and bright.max() > 0
+    np.testing.assert_allclose(compiled, walk, rtol=0, atol=1e-9)
+    update = compiled_split_iteration.brightness_update
+
+    def brightness_tempered_wrongly(state, glm, settings, *draws):
+        return update(state, glm, replace(settings, temperature=1.5), *draws)
+
+    _counting_compiled_runs(monkeypatch, "iteration")
+    monkeypatch.setattr(compiled_split_iteration, "brightness_update", brightness_tempered_wrongly)
+    wrong, _, _ = _chain(logistic, bound, rows, theta_update="rw")
+    assert np.max(np.abs(wrong - walk)) > 1e-3
+    monkeypatch.setattr(compiled_split_iteration, "brightness_update", update)
+
+    _counting_compiled_runs(monkeypatch, "kicks")
     run = split_kicks.run_split_kicks
 
     def tempered_wrongly(rows, x, momentum, kick, mean, inverse, step, n, temp, *rest):
         return run(rows, x, momentum, kick, mean, inverse, step, n, 1.5 * temp, *rest)
 
     monkeypatch.setattr(split_kicks, "run_split_kicks", tempered_wrongly)
-    wrong, _ = _chain(logistic, bound, rows)
+    wrong, _, _ = _chain(logistic, bound, rows)
+    assert np.max(np.abs(wrong - numpy_loop)) > 1e-3
+
+    _counting_compiled_runs(monkeypatch, "iteration")
+    trajectory = compiled_split_iteration.trajectory
+
+    def trajectory_tempered_wrongly(*args):
+        *args, settings = args
+        return trajectory(*args, replace(settings, temperature=1.5))
+
+    monkeypatch.setattr(compiled_split_iteration, "trajectory", trajectory_tempered_wrongly)
+    wrong, _, _ = _chain(logistic, bound, rows)
     assert np.max(np.abs(wrong - numpy_loop)) > 1e-3
 
 
@@ -899,7 +961,7 @@ class _BinomialTarget(CountingTarget):
 
 
 def test_compiled_kicks_stop_at_a_bound_above_the_likelihood_or_touching_it(logistic, monkeypatch):
-    calls = _counting_compiled_runs(monkeypatch)
+    calls = _counting_compiled_runs(monkeypatch, "kicks")
     x, y = logistic["x"], logistic["y"]
     bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
     idx = np.arange(5)
@@ -921,6 +983,12 @@ def test_compiled_kicks_stop_at_a_bound_above_the_likelihood_or_touching_it(logi
     assert run(above) == (split_kicks.BOUND_VIOLATED, 1)
 
     # through the kernel: the numpy path's error, naming the row
+    _raises_through_the_kernel(logistic, bound, calls, "kicks")
+
+
+def _raises_through_the_kernel(logistic, bound, calls, mode):
+    """A bound above the likelihood on the bright rows 7 and 11 raises the numpy path's
+    error naming the row, through the compiled loops of ``mode``."""
     settings = FireflySettings(q_db=0.05, theta_update="hmc")
     rng = np.random.default_rng(0)
     state = new_firefly_state(rng, logistic["q_map"], logistic["target"], bound, settings)
@@ -939,7 +1007,53 @@ def test_compiled_kicks_stop_at_a_bound_above_the_likelihood_or_touching_it(logi
                 _prior_times_bounds(bound),
                 rows=_glm_rows(logistic, raised),
             )
-    assert calls["n"] > 0  # raised through the compiled loop
+    assert calls[mode] > 0  # raised through the compiled loop
+
+
+def test_compiled_iteration_raises_where_a_bound_is_above_the_likelihood(logistic, monkeypatch):
+    """In the trajectory (bright rows) and in the brightness update (a dark row proposed),
+    the compiled iteration raises the numpy path's error, naming the row."""
+    calls = _counting_compiled_runs(monkeypatch, "iteration")
+    x, y = logistic["x"], logistic["y"]
+    bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
+    _raises_through_the_kernel(logistic, bound, calls, "iteration")
+
+    settings = FireflySettings(q_db=1.0, theta_update="hmc")  # every dark row proposed
+    rng = np.random.default_rng(0)
+    state = new_firefly_state(rng, logistic["q_map"], logistic["target"], bound, settings)
+    value = bound.value.copy()
+    dark = int(state.store.dark_indices()[3])
+    value[dark] += 0.5
+    raised = replace(bound, value=value)
+    with pytest.raises(InvalidBoundError, match=f"data row {dark}:"):
+        rows = _glm_rows(logistic, raised)
+        brightness_update(rng, state, logistic["target"], bound, settings, rows)
+    with pytest.raises(InvalidBoundError, match=f"data row {dark}:"):  # the first draw of z
+        new_firefly_state(rng, logistic["q_map"], logistic["target"], bound, settings, rows)
+
+
+def test_compiled_first_draw_of_z_is_the_numpy_draw(logistic, monkeypatch):
+    """The compiled first draw of every ``z_n`` gives the numpy draw's store (bright rows in
+    the same order), ``log Ltilde`` and generator state; with another seed (negative
+    control) the bright set differs."""
+    _counting_compiled_runs(monkeypatch, "iteration")
+    x, y = logistic["x"], logistic["y"]
+    bound = untuned_jaakkola_jordan(x, 0.0, y)
+    settings = FireflySettings(q_db=0.05)
+    rows, target, q = _glm_rows(logistic, bound), logistic["target"], np.array([1.5, 1.0])
+    draws = {}
+    for name, enabled, seed in (("compiled", True, 4), ("numpy", False, 4), ("other", True, 5)):
+        monkeypatch.setattr(compiled_split_iteration, "ENABLED", enabled)
+        rng = np.random.default_rng(seed)
+        store, log_lt = draw_brightness(rng, q, target, bound, settings, rows)
+        store.check_consistency()
+        draws[name] = (store, log_lt, rng.random())
+    (compiled, lt_c, after_c), (numpy, lt_n, after_n) = draws["compiled"], draws["numpy"]
+    assert 3 <= compiled.n_bright < N - 5, compiled.n_bright
+    np.testing.assert_array_equal(compiled.arr, numpy.arr)
+    np.testing.assert_allclose(lt_c, lt_n, rtol=1e-12)
+    assert after_c == after_n  # the same number of draws taken from the generator
+    assert draws["other"][0] != numpy
 
 
 def test_compiled_kicks_only_where_they_apply(logistic, monkeypatch):
@@ -958,3 +1072,88 @@ def test_compiled_kicks_only_where_they_apply(logistic, monkeypatch):
     assert split_kicks.compiled_rows(unbounded, None) is None
     monkeypatch.setattr(split_kicks, "ENABLED", False)
     assert split_kicks.compiled_rows(factory(idx), None) is None
+
+
+def test_compiled_iteration_only_where_it_applies(logistic, monkeypatch):
+    from pymc_minibatch_mh.data.row_design import FeatureBlock, IndexedColumns, RowDesign
+
+    monkeypatch.setattr(compiled_split_iteration, "loops_cached", lambda types: True)
+
+    x, y = logistic["x"], logistic["y"]
+    bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
+    factory = _glm_rows(logistic, bound)
+
+    def built(rows=factory, bound=bound):
+        return compiled_split_iteration.compiled_glm(rows, bound, N)
+
+    glm = built()
+    assert glm is not None and glm.family == 0 and built() is glm  # built once
+    np.testing.assert_array_equal(glm.features, x)
+    assert built(rows=None) is None
+    assert built(bound=replace(bound, region=object())) is None
+    assert built(bound=replace(bound, unbounded=np.zeros(N, bool))) is None
+
+    def with_rows(**changes):
+        return lambda idx: replace(factory(idx), **changes)
+
+    assert built(rows=with_rows(family="poisson_log")) is None
+    assert built(rows=with_rows(source=x.astype(complex))) is None
+    # a design held as one product plus an intercept's column: compiled, same predictor
+    slope = np.ascontiguousarray(x[:, 1:])
+    product = RowDesign(N, 2, [FeatureBlock(slope, np.array([[0.0, 1.0]]))], np.array([1, 0]))
+    glm = built(rows=with_rows(source=product))
+    q = np.array([0.3, -0.7])
+    eta = glm.weight * glm.features @ (glm.coef_map @ q) + glm.constant_row @ q + glm.offset
+    np.testing.assert_allclose(eta, x @ q + bound.offset, rtol=1e-12)
+    indexed = IndexedColumns(np.array([0, 1]), np.zeros(N, np.int32), 1.0)
+    grouped = RowDesign(N, 2, [FeatureBlock(x[:, 1:], np.array([[0.0, 1.0]]))], indexed=[indexed])
+    assert built(rows=with_rows(source=grouped)) is None  # group-indexed columns: numpy
+    strided = RowDesign(N, 2, [FeatureBlock(x[:, 1:], np.array([[0.0, 1.0]]))], np.array([1, 0]))
+    assert built(rows=with_rows(source=strided)) is None  # not in C order: no copy of the data
+    assert built(rows=with_rows(source=np.asfortranarray(x))) is None
+    monkeypatch.setattr(compiled_split_iteration, "ENABLED", False)
+    assert built(rows=with_rows()) is None
+
+
+def test_compiled_iteration_only_once_numbas_cache_holds_it(tmp_path):
+    """In a process whose numba cache is empty the loops are not cached (the numpy
+    iteration runs) and their compilation is started in the background; once it has
+    written the cache, a new process reads them from it and starts none. A family without
+    compiled loops starts none."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    code = """
+import sys
+import numpy as np
+from pymc_minibatch_mh.bounds.glm_bright_rows import GLMBrightRows
+from pymc_minibatch_mh.kernels import compiled_split_iteration as c
+
+n, x = 10, np.ones((10, 3))
+def rows(idx, family=sys.argv[1]):
+    z = np.zeros(len(idx))
+    return GLMBrightRows(idx, family, x, z, z, {}, z, z - 1, z, z, None)
+types = c._types(0, x, np.eye(3), n)
+cached = c.loops_cached(types)
+glm = c.compiled_glm(rows, None, n)  # compiles in the background where not cached
+print(cached, c._start.cache_info().currsize == 1, glm is not None)
+"""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+
+    def run(family="bernoulli_logit"):
+        out = subprocess.run(
+            [sys.executable, "-c", code, family], env=env, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    assert run("poisson_log") == ["False", "False", "False"]  # no loops for that family
+    assert run() == ["False", "True", "False"]  # cold: started; the numpy iteration runs
+    deadline = time.monotonic() + 120
+    loops = ("*split_trajectory*.nbc", "*brightness_update*.nbc", "*draw_brightness*.nbc")
+    while not all(any(tmp_path.rglob(p)) for p in loops) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(1.0)  # the last index written after its data
+    assert run() == ["True", "False", "True"]  # read from the cache; nothing started

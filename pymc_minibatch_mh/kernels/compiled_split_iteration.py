@@ -1,0 +1,379 @@
+"""FlyMC's iteration over a logit GLM held in memory, with its loops compiled.
+
+A FlyMC iteration with split HMC (:func:`~pymc_minibatch_mh.kernels.firefly.
+split_hmc_theta_update`, then :func:`~pymc_minibatch_mh.kernels.firefly.brightness_update`)
+reads a handful of rows at tall N: at N = 10^6, D = 11 about 7 rows per iteration. Done
+with numpy, it costs some 350 µs of Python and numpy call overhead (about 40 small-array
+operations per leapfrog step, the brightness update's gathers and store swaps), which is
+most of FlyMC's sampling time. Here the trajectory up to its end point, the brightness
+update and the first draw of every ``z_n`` run compiled
+(:mod:`~pymc_minibatch_mh.kernels.logit_numba`) on the full-data arrays: about 45 µs an
+iteration. The kernel (:mod:`~pymc_minibatch_mh.kernels.firefly`) draws the same random
+numbers as on its numpy path, in the same order, and passes them in, so the chain is the
+same up to rounding; the log prior, the collapsed bound and the MH decision at the end
+point stay with it.
+
+Compiling the loops takes about 3 s (numba: 2 s for the trajectory), more than they save
+in a run of a few thousand iterations, so a chain uses them only when numba's disk cache
+already holds them (:func:`loops_cached`); otherwise it keeps the numpy path and starts
+their compilation in a separate process at the lowest priority
+(:func:`compile_in_background`), so that later runs on the machine find them compiled.
+
+It applies (:func:`compiled_glm`) to Bernoulli- and Binomial-logit rows with a global
+quadratic bound on every row, whose design is a dense array or a
+:class:`~pymc_minibatch_mh.data.row_design.RowDesign` of one product ``X @ W(q)`` plus
+constant columns (``X @ beta + a``); other designs (group-indexed columns, several
+products) keep the numpy path, with compiled kicks above
+:data:`~pymc_minibatch_mh.kernels.split_kicks.MIN_DIM` coordinates.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import weakref
+from dataclasses import dataclass
+from functools import cache
+from types import SimpleNamespace
+
+import numpy as np
+
+from pymc_minibatch_mh.kernels import split_kicks
+
+#: Run FlyMC iterations compiled where :func:`compiled_glm` allows it (False: numpy only,
+#: in this process; the tests compare the two).
+ENABLED = True
+#: Statuses of the compiled loops.
+AT_END, REJECT, BOUND_VIOLATED = split_kicks.AT_END, split_kicks.REJECT, split_kicks.BOUND_VIOLATED
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledGLM:
+    """Every row of a logit GLM and its quadratic bound, as the compiled loops read them:
+    ``eta_n = weight (features_n . (coef_map q)) + constant_row . q + offset_n``."""
+
+    family: int
+    features: np.ndarray
+    coef_map: np.ndarray
+    weight: float
+    constant_row: np.ndarray
+    offset: np.ndarray
+    observed: np.ndarray
+    trials: np.ndarray
+    log_choose: np.ndarray
+    anchor: np.ndarray
+    value: np.ndarray
+    slope: np.ndarray
+    curvature: np.ndarray
+
+    def row_arrays(self) -> tuple:
+        """The arrays in the compiled loops' argument order (after the family)."""
+        return (
+            self.features, self.coef_map, self.weight, self.constant_row, self.offset,
+            self.observed, self.trials, self.log_choose, self.anchor, self.value, self.slope,
+            self.curvature,
+        )  # fmt: skip
+
+
+_BUILT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def compiled_glm(rows, bound, n_data: int) -> CompiledGLM | None:
+    """The rows of FlyMC's ``rows`` factory (``idx -> GLMBrightRows``) as a
+    :class:`CompiledGLM`, built once per factory in each process, or None where the compiled
+    iteration does not apply: no factory, :data:`ENABLED` off, a bound on a trust region or
+    with rows without a bound, a family other than Bernoulli- / Binomial-logit, a design of
+    another form, or numba missing."""
+    if rows is None or not ENABLED or getattr(bound, "region", None) is not None:
+        return None
+    if getattr(bound, "unbounded", None) is not None:
+        return None
+    try:
+        return _BUILT[rows]
+    except KeyError:
+        pass
+    except TypeError:  # not weakly referable: not a factory of ours
+        return None
+    built = _build(rows, n_data)
+    _BUILT[rows] = built
+    return built
+
+
+def _build(rows, n_data: int) -> CompiledGLM | None:
+    few = rows(np.arange(min(n_data, 4), dtype=np.int64))  # the family, before any gather
+    if getattr(few, "family", None) not in split_kicks.FAMILY_CODES:
+        return None
+    if split_kicks.compiled_loops() is None:
+        return None
+    every = rows(np.arange(n_data, dtype=np.int64))
+    glm = _from_rows(every, n_data)
+    if glm is None:
+        return None
+    types = _types(glm.family, glm.features, glm.coef_map, n_data)
+    if loops_cached(types):
+        return glm
+    compile_in_background(types)
+    return None
+
+
+def _from_rows(every, n_data: int) -> CompiledGLM | None:
+    """The :class:`CompiledGLM` of the rows ``every`` (all ``n_data`` of them), or None."""
+    family = getattr(every, "family", None)
+    if family not in split_kicks.FAMILY_CODES or getattr(every, "unbounded", None) is not None:
+        return None
+    product = _as_product(every.source, n_data)
+    if product is None:
+        return None
+    features, coef_map, weight, constant_row = product
+
+    def column(values) -> np.ndarray:
+        return _fixed(np.broadcast_to(np.asarray(values, np.float64), (n_data,)))
+
+    observed = column(every.observed)
+    trials, log_choose = split_kicks.binomial_columns(family, every.params, observed)
+    return CompiledGLM(
+        family=split_kicks.FAMILY_CODES[family],
+        features=_fixed(features, features.dtype),
+        coef_map=_fixed(coef_map),
+        weight=weight,
+        constant_row=_fixed(constant_row),
+        offset=column(every.offset),
+        observed=observed,
+        trials=column(trials),
+        log_choose=column(log_choose),
+        anchor=column(every.anchor),
+        value=column(every.value),
+        slope=column(every.slope),
+        curvature=column(every.curvature),
+    )
+
+
+def _plain(features: np.ndarray) -> bool:
+    """Real features in C order (others would need a copy of the data)."""
+    return features.dtype.kind in "fiu" and features.flags.c_contiguous
+
+
+def _fixed(values: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """A C-contiguous, read-only view (a copy where needed) of ``values``: the arrays of a
+    :class:`CompiledGLM` all have that type, so the loops' compiled signatures do not
+    depend on how the model's arrays were made (:func:`_example` builds the same)."""
+    view = np.ascontiguousarray(values, dtype=dtype).view()
+    view.flags.writeable = False
+    return view
+
+
+def _as_product(source, n_data: int):
+    """``(features, coef_map, weight, constant_row)`` of a dense design or of a
+    :class:`~pymc_minibatch_mh.data.row_design.RowDesign` with one product and constant
+    columns only, whose features are a real array in memory in C order, else None. The
+    features stay as they are (no float64 copy)."""
+    if type(source) is np.ndarray:
+        if source.ndim != 2 or source.shape[0] != n_data or not _plain(source):
+            return None
+        dim = source.shape[1]
+        return source, np.eye(dim), 1.0, np.zeros(dim)
+    blocks = getattr(source, "blocks", None)
+    if (
+        blocks is None
+        or len(blocks) != 1
+        or getattr(source, "dense", None) is not None
+        or getattr(source, "indexed", ())
+        or np.ndim(blocks[0].weight) != 0
+    ):
+        return None
+    features = blocks[0].features
+    if type(features) is not np.ndarray or features.ndim != 2 or not _plain(features):
+        return None  # a memmap, a chunked array or another layout keeps the numpy path
+    coef_map = np.ascontiguousarray(blocks[0].coef_map, dtype=np.float64)
+    constant_row = np.ascontiguousarray(source.constant_row, dtype=np.float64)
+    return features, coef_map, float(blocks[0].weight), constant_row
+
+
+def trajectory(state, glm: CompiledGLM, gaussian, step_size, n_steps, momentum, settings):
+    """The split trajectory of ``q | z`` from the state's position over its bright rows,
+    compiled: ``n_steps`` steps of ``step_size`` from ``momentum`` (updated in place).
+    Returns ``(status, steps, row, end point, the bright rows' log Ltilde there, kinetic
+    energy change, sum of the bright rows' log Ltilde at the start, at the end)``; ``row``
+    is the data row whose bound is above its likelihood at :data:`BOUND_VIOLATED`."""
+    args = _trajectory_args(state, glm, gaussian, step_size, n_steps, momentum, settings)
+    loops = split_kicks.compiled_loops()
+    status, steps, row, kinetic, lt_sum0, lt_sum1 = loops.split_trajectory(*args)
+    return int(status), int(steps), int(row), args[-2], args[-1], kinetic, lt_sum0, lt_sum1
+
+
+def brightness_update(state, glm: CompiledGLM, settings, u_dark, offsets, u_candidates) -> int:
+    """The implicit update of every ``z_n`` given the state's position, compiled, in place,
+    with the numpy path's draws (see :func:`~pymc_minibatch_mh.kernels.logit_numba.
+    brightness_update`). Returns the violating row or -1."""
+    args = _brightness_args(state, glm, settings, u_dark, offsets, u_candidates)
+    n_bright, row = split_kicks.compiled_loops().brightness_update(*args)
+    state.store.n_bright = int(n_bright)
+    return int(row)
+
+
+def draw_brightness(uniforms, position, glm: CompiledGLM, settings, store, log_lt):
+    """Every ``z_n`` drawn from ``p(z_n | q)`` at ``position`` with one uniform per row,
+    compiled: ``log_lt`` and the store (a new one, all dark) filled in place. Returns
+    ``(n_bright, row)``; see :func:`~pymc_minibatch_mh.kernels.logit_numba.draw_brightness`."""
+    state = SimpleNamespace(store=store, log_lt=log_lt)
+    n_bright, row = split_kicks.compiled_loops().draw_brightness(
+        *_draw_args(uniforms, position, glm, settings, state)
+    )
+    if n_bright >= 0:
+        store.n_bright = int(n_bright)
+    return int(n_bright), int(row)
+
+
+def _store_dtype(n_data: int) -> np.dtype:
+    """The index dtype of a :class:`~pymc_minibatch_mh.kernels.firefly.BrightnessStore`."""
+    return np.dtype(np.int32 if n_data < 2**31 - 1 else np.int64)
+
+
+def _types(family: int, features: np.ndarray, coef_map: np.ndarray, n_data: int) -> tuple:
+    """What the loops' compiled signatures depend on: ``(family, features dtype,
+    coefficients, coordinates, store dtype)``."""
+    n_feat, dim = coef_map.shape
+    return family, features.dtype.str, n_feat, dim, _store_dtype(n_data).str
+
+
+def _example(family, dtype, n_feat, dim, store_dtype) -> tuple:
+    """``(state, glm, gaussian, settings, draws)`` of 4 rows of these types (:func:`_types`),
+    ``draws`` those of a brightness update: arguments that make the loops compile the
+    signatures a chain uses."""
+    features = np.zeros((4, n_feat), dtype=dtype)
+    column = _fixed(np.zeros(4))
+    glm = CompiledGLM(
+        family, _fixed(features, dtype), _fixed(np.eye(n_feat, dim)), 1.0, _fixed(np.zeros(dim)),
+        column, column, column, column, column, _fixed(np.full(4, -1.0)), column, column,
+    )  # fmt: skip
+    store = SimpleNamespace(
+        arr=np.arange(4, dtype=store_dtype), tab=np.arange(4, dtype=store_dtype), n_bright=1
+    )
+    state = SimpleNamespace(store=store, log_lt=np.full(4, -1.0), position=np.zeros(dim))
+    eye = np.eye(dim)
+    gaussian = SimpleNamespace(mean=np.zeros(dim), precision_chol=eye, inverse_chol=eye)
+    settings = SimpleNamespace(temperature=1.0, check_bound=True, bound_tolerance=1e-8, q_db=0.5)
+    draws = (np.full(4, 0.5), np.arange(2, dtype=np.int64), np.full(2, 0.5))
+    return state, glm, gaussian, settings, draws
+
+
+def _trajectory_args(state, glm: CompiledGLM, gaussian, step_size, n_steps, momentum, settings):
+    store = state.store
+    bright = store.arr[: store.n_bright]
+    q = np.empty(state.position.size)
+    log_lt_end = np.empty(bright.size)
+    return (
+        bright, glm.family, *glm.row_arrays(), state.log_lt, state.position,
+        np.ascontiguousarray(gaussian.mean), np.ascontiguousarray(gaussian.precision_chol),
+        np.ascontiguousarray(gaussian.inverse_chol), float(step_size), int(n_steps), momentum,
+        float(settings.temperature), bool(settings.check_bound),
+        float(settings.bound_tolerance), q, log_lt_end,
+    )  # fmt: skip
+
+
+def _brightness_args(state, glm: CompiledGLM, settings, u_dark, offsets, u_candidates):
+    store = state.store
+    return (
+        store.arr, store.tab, store.n_bright, state.log_lt, float(settings.q_db), u_dark,
+        offsets, u_candidates, glm.family, *glm.row_arrays(), state.position,
+        float(settings.temperature), bool(settings.check_bound),
+        float(settings.bound_tolerance),
+    )  # fmt: skip
+
+
+def _draw_args(uniforms, position, glm: CompiledGLM, settings, state):
+    return (
+        uniforms, glm.family, *glm.row_arrays(), position, float(settings.temperature),
+        bool(settings.check_bound), float(settings.bound_tolerance), state.log_lt,
+        state.store.arr, state.store.tab,
+    )  # fmt: skip
+
+
+def loops_cached(types: tuple) -> bool:
+    """Whether both loops are compiled in this process for these :func:`_types`, or held by
+    numba's disk cache (its index is read; the loops are read at their first call)."""
+    loops = split_kicks.compiled_loops()
+    if loops is None:
+        return False
+    state, example, gaussian, settings, draws = _example(*types)
+    dim = state.position.size
+    calls = (
+        (
+            loops.split_trajectory,
+            _trajectory_args(state, example, gaussian, 0.5, 3, np.zeros(dim), settings),
+        ),
+        (loops.brightness_update, _brightness_args(state, example, settings, *draws)),
+        (loops.draw_brightness, _draw_args(draws[0], state.position, example, settings, state)),
+    )
+    import numba
+
+    for loop, args in calls:
+        signature = tuple(numba.typeof(arg) for arg in args)
+        if signature not in loop.overloads and not _on_disk(loop, signature):
+            return False
+    return True
+
+
+def _on_disk(loop, signature: tuple) -> bool:
+    """Whether numba's disk cache indexes ``loop`` for ``signature`` (the key its
+    Dispatcher.compile looks up before compiling, in an index of the current source)."""
+    cache = loop._cache
+    key = cache._index_key(signature, loop.targetctx.codegen())
+    return key in cache._cache_file._load_index()
+
+
+def compile_in_background(types: tuple) -> bool:
+    """Start compiling the loops for these :func:`_types` in a separate process at the
+    lowest priority (it writes them to numba's disk cache), unless this process started it
+    already or another process is compiling them. Returns whether it was started."""
+    return _start(types)
+
+
+#: A compilation marked as under way longer ago than this is taken as dead.
+COMPILING_STALE_S = 600.0
+
+
+@cache
+def _start(types: tuple) -> bool:
+    marker = _compiling_marker(types)
+    try:
+        if time.time() - os.path.getmtime(marker) < COMPILING_STALE_S:
+            return False  # another process is compiling them
+    except OSError:  # no marker: none is
+        pass
+    with open(marker, "w") as f:
+        f.write(str(os.getpid()))
+    command = [sys.executable, "-m", __name__, marker, *map(str, types)]
+    # Same session and process group as the caller, so that the lowest priority holds
+    # against its chains (a new session gets a scheduler group of its own on Linux).
+    subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=lambda: os.nice(19),
+    )
+    return True
+
+
+def _compiling_marker(types: tuple) -> str:
+    """A file beside numba's cache of the loops that says they are being compiled."""
+    cache_dir = split_kicks.compiled_loops().split_trajectory._cache._cache_path
+    os.makedirs(cache_dir, exist_ok=True)
+    return os.path.join(cache_dir, "compiling-" + "-".join(map(str, types)))
+
+
+if __name__ == "__main__":  # pragma: no cover - run by compile_in_background
+    marker, family, dtype, n_feat, dim, store_dtype = sys.argv[1:7]
+    try:
+        state, glm, gaussian, settings, draws = _example(
+            int(family), dtype, int(n_feat), int(dim), store_dtype
+        )
+        # compiled, and written to numba's disk cache
+        trajectory(state, glm, gaussian, 0.5, 3, np.zeros(int(dim)), settings)
+        brightness_update(state, glm, settings, *draws)
+        draw_brightness(draws[0], state.position, glm, settings, state.store, state.log_lt)
+    finally:
+        os.remove(marker)

@@ -1,0 +1,470 @@
+"""The numba-compiled loops of FlyMC over logit GLM rows (one file: numba's disk cache
+tracks a compiled function by its file, so every loop that calls :func:`logit_row` lives
+here and is recompiled with it).
+
+Imported only where a compiled path is taken (:mod:`~pymc_minibatch_mh.kernels.split_kicks`,
+:mod:`~pymc_minibatch_mh.kernels.compiled_split_iteration`). The arithmetic is that of the
+numpy paths, so a chain is the same up to rounding:
+
+* linear predictor ``eta_n = X_n q + o_n``; with the rows held as a product (the compiled
+  iteration) ``X_n q = weight (F_n . (W q)) + c . q`` for features ``F``, coefficient map
+  ``W`` and constant row ``c``;
+* log-likelihood ``log L_n``: Bernoulli ``-log(1 + exp(-s))`` with ``s = eta`` for ``y = 1``
+  and ``-eta`` for ``y = 0``; binomial ``log C(n, y) + y eta - n log(1 + exp(eta))``;
+* quadratic bound ``log B_n = a_n + e (b_n + c_n e)`` with ``e = eta_n - anchor_n``;
+* tempered gap ``g_n = (log L_n - log B_n) / K``, ``log Ltilde_n = g_n + log(1 - e^-g_n)``
+  and the weight of a row's gradient ``1 / (K (1 - e^-g_n))``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+# Reassociation lets the row sums vectorise; no flag that assumes finite values (the loops
+# test for infinities and NaN).
+_jit = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+
+#: Statuses returned by the loops.
+AT_END, REJECT, BOUND_VIOLATED = 0, 1, 2
+
+
+@_jit
+def logit_row(family, eta, y, n, log_choose, anchor, value, slope, curvature):
+    """``(log L, d log L / d eta, log B, d log B / d eta)`` of one row at ``eta``."""
+    if family == 0:
+        s = -eta if y > 0.5 else eta
+        if s > 0.0:
+            loglik = -(s + math.log1p(math.exp(-s)))
+        elif s < 0.0:
+            loglik = -math.log1p(math.exp(s))
+        else:
+            loglik = -math.log(2.0)
+        lik_slope = y - 1.0 / (1.0 + math.exp(-eta))
+    else:
+        if eta > 0.0:
+            softplus = eta + math.log1p(math.exp(-eta))
+        elif eta < 0.0:
+            softplus = math.log1p(math.exp(eta))
+        else:
+            softplus = math.log(2.0)
+        loglik = log_choose + y * eta - n * softplus
+        lik_slope = y - n / (1.0 + math.exp(-eta))
+    e = eta - anchor
+    logbound = value + e * (slope + curvature * e)
+    return loglik, lik_slope, logbound, slope + 2.0 * curvature * e
+
+
+@_jit
+def violates(loglik, logbound, check, tolerance):
+    """Whether the gap proves the bound above the likelihood (beyond rounding)."""
+    gap = loglik - logbound
+    return check and gap < -tolerance * (1.0 + abs(loglik)) and math.isfinite(loglik)
+
+
+@_jit
+def rotate(x, momentum, kick, half, cos, sin):
+    """Half kick, then the Gaussian's rotation of ``(x, momentum)``, in place."""
+    for i in range(x.size):
+        momentum[i] += half * kick[i]
+        xi = x[i]
+        x[i] = cos * xi + sin * momentum[i]
+        momentum[i] = cos * momentum[i] - sin * xi
+
+
+@_jit
+def position(x, mean, inverse, q):
+    """``q = m + C^-T x`` in place, with ``C^-1`` lower triangular (row ``j`` of ``C^-1``
+    reaches ``q[: j + 1]``)."""
+    dim = x.size
+    for i in range(dim):
+        q[i] = mean[i]
+    for j in range(dim):
+        xj = x[j]
+        for i in range(j + 1):
+            q[i] += inverse[j, i] * xj
+
+
+@_jit
+def whiten(inverse, grad, kick):
+    """``kick = C^-1 grad`` in place (lower triangle only); False if not finite."""
+    finite = True
+    for i in range(grad.size):
+        total = 0.0
+        for j in range(i + 1):
+            total += inverse[i, j] * grad[j]
+        kick[i] = total
+        if not math.isfinite(total):
+            finite = False
+    return finite
+
+
+@_jit
+def split_kicks(
+    family,
+    design,
+    offset,
+    observed,
+    trials,
+    log_choose,
+    anchor,
+    value,
+    slope,
+    curvature,
+    x,
+    momentum,
+    kick,
+    mean,
+    inverse,
+    step_size,
+    n_steps,
+    temperature,
+    check,
+    tolerance,
+    q,
+):  # pragma: no cover - compiled; its numpy twin is split_hmc_theta_update's loop
+    """The steps of a split trajectory over gathered rows (``design``, one row each) up to
+    its end point: ``(status, steps)``; see :func:`~pymc_minibatch_mh.kernels.split_kicks.
+    run_split_kicks`."""
+    n_rows, dim = design.shape
+    cos, sin = math.cos(step_size), math.sin(step_size)
+    half = 0.5 * step_size
+    weighted = np.empty(n_rows)
+    grad = np.empty(dim)
+    for step in range(n_steps):
+        rotate(x, momentum, kick, half, cos, sin)
+        position(x, mean, inverse, q)
+        if step == n_steps - 1:
+            return AT_END, step + 1
+        violated = False
+        empty = False
+        for r in range(n_rows):
+            eta = offset[r]
+            for j in range(dim):
+                eta += design[r, j] * q[j]
+            loglik, lik_slope, logbound, bound_slope = logit_row(
+                family, eta, observed[r], trials[r], log_choose[r], anchor[r], value[r],
+                slope[r], curvature[r],
+            )  # fmt: skip
+            if violates(loglik, logbound, check, tolerance):
+                violated = True
+            gap = (loglik - logbound) / temperature
+            if not gap > 0.0:
+                empty = True
+                weighted[r] = 0.0
+                continue
+            weighted[r] = (lik_slope - bound_slope) / (temperature * -math.expm1(-gap))
+        if violated:
+            return BOUND_VIOLATED, step + 1
+        if empty:
+            return REJECT, step + 1
+        for j in range(dim):
+            grad[j] = 0.0
+        for r in range(n_rows):
+            w = weighted[r]
+            for j in range(dim):
+                grad[j] += design[r, j] * w
+        if not whiten(inverse, grad, kick):
+            return REJECT, step + 1
+        for i in range(dim):
+            momentum[i] += half * kick[i]
+    return AT_END, n_steps
+
+
+# ------------------------------------------------------------------ rows held as a product
+@_jit
+def coefficients(coef_map, constant_row, q, w):
+    """``w = W q`` in place, and ``c . q``."""
+    n_feat, dim = coef_map.shape
+    for k in range(n_feat):
+        total = 0.0
+        for j in range(dim):
+            total += coef_map[k, j] * q[j]
+        w[k] = total
+    const = 0.0
+    for j in range(dim):
+        const += constant_row[j] * q[j]
+    return const
+
+
+@_jit
+def row_eta(features, weight, offset, row, w, const):
+    """``eta`` of data row ``row``: ``weight (F_row . w) + const + o_row``."""
+    total = 0.0
+    for k in range(w.size):
+        total += features[row, k] * w[k]
+    return weight * total + const + offset[row]
+
+
+@_jit
+def tempered_log_tilde(gap, temperature):
+    """``log Ltilde`` of an untempered gap; ``-inf`` where the tempered gap is ``<= 0``."""
+    gap = gap / temperature
+    if not gap > 0.0:
+        return -math.inf
+    return gap + math.log(-math.expm1(-gap))
+
+
+@_jit
+def bright_terms(
+    rows, family, features, coef_map, weight, constant_row, offset, observed, trials,
+    log_choose, anchor, value, slope, curvature, q, temperature, check, tolerance,
+    w, grad_w, log_lt,
+):  # fmt: skip  # pragma: no cover - compiled
+    """``log Ltilde`` of ``rows`` at ``q`` into ``log_lt`` and the gradient of their sum
+    into ``grad_w`` (in the features' coordinates; see :func:`feature_grad`). Returns
+    ``(status, constant part of the gradient, the violating row or -1)``."""
+    const = coefficients(coef_map, constant_row, q, w)
+    for k in range(grad_w.size):
+        grad_w[k] = 0.0
+    grad_const = 0.0
+    status = AT_END
+    for i in range(rows.size):
+        r = rows[i]
+        eta = row_eta(features, weight, offset, r, w, const)
+        loglik, lik_slope, logbound, bound_slope = logit_row(
+            family, eta, observed[r], trials[r], log_choose[r], anchor[r], value[r],
+            slope[r], curvature[r],
+        )  # fmt: skip
+        if violates(loglik, logbound, check, tolerance):
+            return BOUND_VIOLATED, 0.0, r
+        log_lt[i] = tempered_log_tilde(loglik - logbound, temperature)
+        if log_lt[i] == -math.inf:
+            status = REJECT
+            continue
+        gap = (loglik - logbound) / temperature
+        v = (lik_slope - bound_slope) / (temperature * -math.expm1(-gap))
+        for k in range(grad_w.size):
+            grad_w[k] += weight * features[r, k] * v
+        grad_const += v
+    return status, grad_const, -1
+
+
+@_jit
+def feature_grad(coef_map, constant_row, grad_w, grad_const, grad):
+    """``grad = W^T grad_w + c grad_const`` in place."""
+    n_feat, dim = coef_map.shape
+    for j in range(dim):
+        grad[j] = constant_row[j] * grad_const
+    for k in range(n_feat):
+        g = grad_w[k]
+        for j in range(dim):
+            grad[j] += coef_map[k, j] * g
+
+
+@_jit
+def split_trajectory(
+    bright, family, features, coef_map, weight, constant_row, offset, observed, trials,
+    log_choose, anchor, value, slope, curvature, log_lt, q0, mean, precision_chol, inverse,
+    step_size, n_steps, momentum, temperature, check, tolerance, q, log_lt_end,
+):  # fmt: skip  # pragma: no cover - compiled; its numpy twin is split_hmc_theta_update
+    """A split-HMC trajectory of ``q | z`` from ``q0`` over the bright rows ``bright``
+    (data rows): ``n_steps`` steps of ``step_size`` from the drawn ``momentum`` (updated in
+    place).
+
+    Returns ``(status, steps, row, kinetic change, sum of log Ltilde at the start, at the
+    end)``; at :data:`AT_END` ``q`` holds the end point and ``log_lt_end`` its bright rows'
+    ``log Ltilde``; at :data:`BOUND_VIOLATED`, ``row`` is the data row whose bound is above
+    its likelihood.
+    """
+    dim = q0.size
+    n_feat = coef_map.shape[0]
+    cos, sin = math.cos(step_size), math.sin(step_size)
+    half = 0.5 * step_size
+    kinetic0 = 0.0
+    for i in range(dim):
+        kinetic0 += momentum[i] * momentum[i]
+    kinetic0 *= 0.5
+    lt_sum0 = 0.0
+    for i in range(bright.size):
+        lt_sum0 += log_lt[bright[i]]
+    # whitened start x = C^T (q0 - m)
+    x = np.empty(dim)
+    for i in range(dim):
+        total = 0.0
+        for j in range(dim):
+            total += precision_chol[j, i] * (q0[j] - mean[j])
+        x[i] = total
+    w = np.empty(n_feat)
+    grad_w = np.empty(n_feat)
+    grad = np.empty(dim)
+    kick = np.empty(dim)
+    # the kick at the start, weighted by the cached log Ltilde
+    const = coefficients(coef_map, constant_row, q0, w)
+    for k in range(n_feat):
+        grad_w[k] = 0.0
+    grad_const = 0.0
+    for i in range(bright.size):
+        r = bright[i]
+        eta = row_eta(features, weight, offset, r, w, const)
+        _, lik_slope, _, bound_slope = logit_row(
+            family, eta, observed[r], trials[r], log_choose[r], anchor[r], value[r],
+            slope[r], curvature[r],
+        )  # fmt: skip
+        v = (1.0 + math.exp(-log_lt[r])) / temperature * (lik_slope - bound_slope)
+        for k in range(n_feat):
+            grad_w[k] += weight * features[r, k] * v
+        grad_const += v
+    feature_grad(coef_map, constant_row, grad_w, grad_const, grad)
+    whiten(inverse, grad, kick)
+    for step in range(n_steps):
+        rotate(x, momentum, kick, half, cos, sin)
+        position(x, mean, inverse, q)
+        status, grad_const, row = bright_terms(
+            bright, family, features, coef_map, weight, constant_row, offset, observed, trials,
+            log_choose, anchor, value, slope, curvature, q, temperature, check, tolerance,
+            w, grad_w, log_lt_end,
+        )  # fmt: skip
+        if status != AT_END:
+            return status, step + 1, row, 0.0, lt_sum0, 0.0
+        feature_grad(coef_map, constant_row, grad_w, grad_const, grad)
+        if not whiten(inverse, grad, kick):
+            return REJECT, step + 1, -1, 0.0, lt_sum0, 0.0
+        for i in range(dim):
+            momentum[i] += half * kick[i]
+    kinetic1 = 0.0
+    lt_sum1 = 0.0
+    for i in range(dim):
+        kinetic1 += momentum[i] * momentum[i]
+    for i in range(bright.size):
+        lt_sum1 += log_lt_end[i]
+    return AT_END, n_steps, -1, 0.5 * kinetic1 - kinetic0, lt_sum0, lt_sum1
+
+
+@_jit
+def swap_into_block(arr, tab, idx, lo, hi):
+    """Move the ``hi - lo`` store entries ``idx`` to positions ``[lo, hi)`` by swaps, as
+    :meth:`~pymc_minibatch_mh.kernels.firefly.BrightnessStore._swap_into_block` does
+    (members inside stay; each one outside swaps, in order, with the free positions in
+    increasing order)."""
+    taken = np.zeros(hi - lo, dtype=np.bool_)
+    for i in range(idx.size):
+        p = tab[idx[i]]
+        if lo <= p < hi:
+            taken[p - lo] = True
+    free = lo
+    for i in range(idx.size):
+        mover = idx[i]
+        p = tab[mover]
+        if lo <= p < hi:
+            continue
+        while taken[free - lo]:
+            free += 1
+        taken[free - lo] = True
+        displaced = arr[free]
+        arr[free] = mover
+        arr[p] = displaced
+        tab[mover] = free
+        tab[displaced] = p
+
+
+@_jit
+def brightness_update(
+    arr, tab, n_bright, log_lt, q_db, u_dark, offsets, u_candidates, family, features,
+    coef_map, weight, constant_row, offset, observed, trials, log_choose, anchor, value,
+    slope, curvature, q, temperature, check, tolerance,
+):  # fmt: skip  # pragma: no cover - compiled; its numpy twin is firefly.brightness_update
+    """The implicit MH update of every ``z_n`` given ``q``, in place on the store (``arr``,
+    ``tab``) and ``log_lt``, with the numpy path's draws: ``u_dark`` one uniform per bright
+    row, ``offsets`` the positions in the dark block proposed to brighten, ``u_candidates``
+    one uniform per proposal. Returns ``(new number of bright rows, violating row or
+    -1)``."""
+    log_q = math.log(q_db)
+    darken = np.empty(n_bright, dtype=np.int64)
+    n_darken = 0
+    for i in range(n_bright):
+        r = arr[i]
+        if math.log1p(-u_dark[i]) <= log_q - log_lt[r]:
+            darken[n_darken] = r
+            n_darken += 1
+    candidates = np.empty(offsets.size, dtype=np.int64)
+    for i in range(offsets.size):
+        candidates[i] = arr[n_bright + offsets[i]]
+    w = np.empty(coef_map.shape[0])
+    const = coefficients(coef_map, constant_row, q, w)
+    values = np.empty(candidates.size)
+    for i in range(candidates.size):
+        r = candidates[i]
+        eta = row_eta(features, weight, offset, r, w, const)
+        loglik, _, logbound, _ = logit_row(
+            family, eta, observed[r], trials[r], log_choose[r], anchor[r], value[r],
+            slope[r], curvature[r],
+        )  # fmt: skip
+        if violates(loglik, logbound, check, tolerance):
+            return n_bright, r
+        values[i] = tempered_log_tilde(loglik - logbound, temperature)
+    brighten = np.empty(candidates.size, dtype=np.int64)
+    n_brighten = 0
+    for i in range(candidates.size):
+        if math.log1p(-u_candidates[i]) <= values[i] - log_q:
+            r = candidates[i]
+            brighten[n_brighten] = r
+            n_brighten += 1
+            log_lt[r] = values[i]
+    if n_darken:
+        swap_into_block(arr, tab, darken[:n_darken], n_bright - n_darken, n_bright)
+        n_bright -= n_darken
+    if n_brighten:
+        swap_into_block(arr, tab, brighten[:n_brighten], n_bright, n_bright + n_brighten)
+        n_bright += n_brighten
+    return n_bright, -1
+
+
+@_jit
+def draw_brightness(
+    uniforms, family, features, coef_map, weight, constant_row, offset, observed, trials,
+    log_choose, anchor, value, slope, curvature, q, temperature, check, tolerance, log_lt,
+    arr, tab,
+):  # fmt: skip  # pragma: no cover - compiled; its numpy twin is firefly.draw_brightness
+    """Every ``z_n`` drawn from ``p(z_n | q)`` in one pass with the numpy path's draws
+    (``uniforms``, one per row): ``log_lt`` filled, the store laid out (``arr`` the bright
+    rows first, in order, then the dark ones; ``tab`` its inverse). Returns ``(number
+    bright, row)``: ``row`` is -1, or, with ``n_bright`` -2, the first row whose
+    log-likelihood is not finite, or else, with ``n_bright`` -1, the first row whose bound
+    is above its likelihood (the numpy path's order of checks)."""
+    n_data = offset.size
+    w = np.empty(coef_map.shape[0])
+    const = coefficients(coef_map, constant_row, q, w)
+    violated = -1
+    for r in range(n_data):
+        eta = row_eta(features, weight, offset, r, w, const)
+        loglik, _, logbound, _ = logit_row(
+            family, eta, observed[r], trials[r], log_choose[r], anchor[r], value[r],
+            slope[r], curvature[r],
+        )  # fmt: skip
+        if not math.isfinite(loglik):
+            return -2, r
+        if violated < 0 and violates(loglik, logbound, check, tolerance):
+            violated = r
+        log_lt[r] = tempered_log_tilde(loglik - logbound, temperature)
+    if violated >= 0:
+        return -1, violated
+    # p(bright) = sigmoid(log Ltilde): bright iff log(1 - u) <= -logaddexp(0, -log Ltilde)
+    n_bright = 0
+    for r in range(n_data):
+        u = uniforms[r]
+        a = -log_lt[r]
+        if a == 0.0:
+            threshold = -math.log(2.0)
+        elif a > 0.0:
+            threshold = -(a + math.log1p(math.exp(-a)))
+        else:
+            threshold = -math.log1p(math.exp(a))
+        if math.log1p(-u) <= threshold:
+            tab[r] = 1
+            n_bright += 1
+        else:
+            tab[r] = 0
+    bright, dark = 0, n_bright
+    for r in range(n_data):
+        if tab[r] == 1:
+            arr[bright] = r
+            bright += 1
+        else:
+            arr[dark] = r
+            dark += 1
+    for i in range(n_data):
+        tab[arr[i]] = i
+    return n_bright, -1
