@@ -5,6 +5,20 @@ import pytest
 
 # Keep BLAS single-threaded: the CI machine has 2 cores and tests may fork.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The compiled sampling loops are used only once numba's cache holds them, which a
+# background compilation may change during a test (the chains then agree up to rounding,
+# not bit for bit). Tests of those loops switch them on themselves (`compiled_loops_on`).
+os.environ.setdefault("PYMC_MINIBATCH_MH_COMPILED_LOOPS", "0")
+
+
+@pytest.fixture
+def compiled_loops_on(monkeypatch):
+    """The compiled sampling loops used (compiled in this process where numba's disk cache
+    does not hold them yet)."""
+    from pymc_minibatch_mh.kernels import compiled_cache
+
+    monkeypatch.setenv(compiled_cache.SWITCH, "1")
+    monkeypatch.setattr(compiled_cache, "cached", lambda types: True)
 
 
 @pytest.fixture

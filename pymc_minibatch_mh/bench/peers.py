@@ -237,12 +237,27 @@ def _run_one(method: str, case: PeerCase, data: Path, tmp: Path, seed: int, cach
     except subprocess.TimeoutExpired:
         return {"wall_s": time.perf_counter() - start, "error": f"timed out ({TIMEOUT_S} s)."}
     wall = time.perf_counter() - start
+    wait_for_background_compiles(compiledir)
     if done.returncode != 0 or not out.exists():
         return {"wall_s": wall, "error": failure(done.returncode, done.stderr or done.stdout)}
     with np.load(out) as result:
         run = {key: result[key] for key in result.files}
     run["wall_s"] = wall
     return run
+
+
+#: Longest wait for a compilation a run started in the background.
+BACKGROUND_COMPILE_WAIT_S = 300.0
+
+
+def wait_for_background_compiles(compiledir: Path) -> None:
+    """Wait until no compilation that a run started in the background (FlyMC's compiled
+    iteration, :mod:`~pymc_minibatch_mh.kernels.compiled_split_iteration`) is under way in
+    ``compiledir``'s numba cache, so that it neither competes with the next run for the
+    cores nor, in a warm-up, leaves the timed run without the compiled code."""
+    deadline = time.monotonic() + BACKGROUND_COMPILE_WAIT_S
+    while any((compiledir / "numba").rglob("compiling-*")) and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def compile_cache_env(compiledir: Path) -> dict[str, str]:

@@ -15,9 +15,9 @@ point stay with it.
 
 Compiling the loops takes about 3 s (numba: 2 s for the trajectory), more than they save
 in a run of a few thousand iterations, so a chain uses them only when numba's disk cache
-already holds them (:func:`loops_cached`); otherwise it keeps the numpy path and starts
-their compilation in a separate process at the lowest priority
-(:func:`compile_in_background`), so that later runs on the machine find them compiled.
+already holds them; otherwise it keeps the numpy path and starts their compilation in a
+separate process at the lowest priority, so that later runs on the machine find them
+compiled (:mod:`~pymc_minibatch_mh.kernels.compiled_cache`).
 
 It applies (:func:`compiled_glm`) to Bernoulli- and Binomial-logit rows with a global
 quadratic bound on every row, whose design is a dense array or a
@@ -29,18 +29,14 @@ products) keep the numpy path, with compiled kicks above
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 import weakref
 from dataclasses import dataclass
-from functools import cache
 from types import SimpleNamespace
 
 import numpy as np
 
-from pymc_minibatch_mh.kernels import split_kicks
+from pymc_minibatch_mh.kernels import compiled_cache, split_kicks
+from pymc_minibatch_mh.kernels.product_design import fixed, product_design
 
 #: Run FlyMC iterations compiled where :func:`compiled_glm` allows it (False: numpy only,
 #: in this process; the tests compare the two).
@@ -50,23 +46,14 @@ AT_END, REJECT, BOUND_VIOLATED = split_kicks.AT_END, split_kicks.REJECT, split_k
 
 
 @dataclass(frozen=True, eq=False)
-class CompiledGLM:
+class CompiledGLM(split_kicks.RowColumns):
     """Every row of a logit GLM and its quadratic bound, as the compiled loops read them:
     ``eta_n = weight (features_n . (coef_map q)) + constant_row . q + offset_n``."""
 
-    family: int
-    features: np.ndarray
-    coef_map: np.ndarray
-    weight: float
-    constant_row: np.ndarray
-    offset: np.ndarray
-    observed: np.ndarray
-    trials: np.ndarray
-    log_choose: np.ndarray
-    anchor: np.ndarray
-    value: np.ndarray
-    slope: np.ndarray
-    curvature: np.ndarray
+    features: np.ndarray = None
+    coef_map: np.ndarray = None
+    weight: float = 1.0
+    constant_row: np.ndarray = None
 
     def row_arrays(self) -> tuple:
         """The arrays in the compiled loops' argument order (after the family)."""
@@ -111,11 +98,8 @@ def _build(rows, n_data: int) -> CompiledGLM | None:
     glm = _from_rows(every, n_data)
     if glm is None:
         return None
-    types = _types(glm.family, glm.features, glm.coef_map, n_data)
-    if loops_cached(types):
-        return glm
-    compile_in_background(types)
-    return None
+    ready = compiled_cache.ready(loop_types(glm.family, glm.features, glm.coef_map, n_data))
+    return glm if ready else None
 
 
 def _from_rows(every, n_data: int) -> CompiledGLM | None:
@@ -123,22 +107,22 @@ def _from_rows(every, n_data: int) -> CompiledGLM | None:
     family = getattr(every, "family", None)
     if family not in split_kicks.FAMILY_CODES or getattr(every, "unbounded", None) is not None:
         return None
-    product = _as_product(every.source, n_data)
+    product = product_design(every.source, n_data)
     if product is None:
         return None
     features, coef_map, weight, constant_row = product
 
     def column(values) -> np.ndarray:
-        return _fixed(np.broadcast_to(np.asarray(values, np.float64), (n_data,)))
+        return fixed(np.broadcast_to(np.asarray(values, np.float64), (n_data,)))
 
     observed = column(every.observed)
     trials, log_choose = split_kicks.binomial_columns(family, every.params, observed)
     return CompiledGLM(
         family=split_kicks.FAMILY_CODES[family],
-        features=_fixed(features, features.dtype),
-        coef_map=_fixed(coef_map),
+        features=fixed(features, features.dtype),
+        coef_map=fixed(coef_map),
         weight=weight,
-        constant_row=_fixed(constant_row),
+        constant_row=fixed(constant_row),
         offset=column(every.offset),
         observed=observed,
         trials=column(trials),
@@ -148,47 +132,6 @@ def _from_rows(every, n_data: int) -> CompiledGLM | None:
         slope=column(every.slope),
         curvature=column(every.curvature),
     )
-
-
-def _plain(features: np.ndarray) -> bool:
-    """Real features in C order (others would need a copy of the data)."""
-    return features.dtype.kind in "fiu" and features.flags.c_contiguous
-
-
-def _fixed(values: np.ndarray, dtype=np.float64) -> np.ndarray:
-    """A C-contiguous, read-only view (a copy where needed) of ``values``: the arrays of a
-    :class:`CompiledGLM` all have that type, so the loops' compiled signatures do not
-    depend on how the model's arrays were made (:func:`_example` builds the same)."""
-    view = np.ascontiguousarray(values, dtype=dtype).view()
-    view.flags.writeable = False
-    return view
-
-
-def _as_product(source, n_data: int):
-    """``(features, coef_map, weight, constant_row)`` of a dense design or of a
-    :class:`~pymc_minibatch_mh.data.row_design.RowDesign` with one product and constant
-    columns only, whose features are a real array in memory in C order, else None. The
-    features stay as they are (no float64 copy)."""
-    if type(source) is np.ndarray:
-        if source.ndim != 2 or source.shape[0] != n_data or not _plain(source):
-            return None
-        dim = source.shape[1]
-        return source, np.eye(dim), 1.0, np.zeros(dim)
-    blocks = getattr(source, "blocks", None)
-    if (
-        blocks is None
-        or len(blocks) != 1
-        or getattr(source, "dense", None) is not None
-        or getattr(source, "indexed", ())
-        or np.ndim(blocks[0].weight) != 0
-    ):
-        return None
-    features = blocks[0].features
-    if type(features) is not np.ndarray or features.ndim != 2 or not _plain(features):
-        return None  # a memmap, a chunked array or another layout keeps the numpy path
-    coef_map = np.ascontiguousarray(blocks[0].coef_map, dtype=np.float64)
-    constant_row = np.ascontiguousarray(source.constant_row, dtype=np.float64)
-    return features, coef_map, float(blocks[0].weight), constant_row
 
 
 def trajectory(state, glm: CompiledGLM, gaussian, step_size, n_steps, momentum, settings):
@@ -231,7 +174,7 @@ def _store_dtype(n_data: int) -> np.dtype:
     return np.dtype(np.int32 if n_data < 2**31 - 1 else np.int64)
 
 
-def _types(family: int, features: np.ndarray, coef_map: np.ndarray, n_data: int) -> tuple:
+def loop_types(family: int, features: np.ndarray, coef_map: np.ndarray, n_data: int) -> tuple:
     """What the loops' compiled signatures depend on: ``(family, features dtype,
     coefficients, coordinates, store dtype)``."""
     n_feat, dim = coef_map.shape
@@ -239,14 +182,16 @@ def _types(family: int, features: np.ndarray, coef_map: np.ndarray, n_data: int)
 
 
 def _example(family, dtype, n_feat, dim, store_dtype) -> tuple:
-    """``(state, glm, gaussian, settings, draws)`` of 4 rows of these types (:func:`_types`),
+    """``(state, glm, gaussian, settings, draws)`` of 4 rows of these types (:func:`loop_types`),
     ``draws`` those of a brightness update: arguments that make the loops compile the
     signatures a chain uses."""
     features = np.zeros((4, n_feat), dtype=dtype)
-    column = _fixed(np.zeros(4))
+    column = fixed(np.zeros(4))
     glm = CompiledGLM(
-        family, _fixed(features, dtype), _fixed(np.eye(n_feat, dim)), 1.0, _fixed(np.zeros(dim)),
-        column, column, column, column, column, _fixed(np.full(4, -1.0)), column, column,
+        family=family, offset=column, observed=column, trials=column, log_choose=column,
+        anchor=column, value=fixed(np.full(4, -1.0)), slope=column, curvature=column,
+        features=fixed(features, dtype), coef_map=fixed(np.eye(n_feat, dim)), weight=1.0,
+        constant_row=fixed(np.zeros(dim)),
     )  # fmt: skip
     store = SimpleNamespace(
         arr=np.arange(4, dtype=store_dtype), tab=np.arange(4, dtype=store_dtype), n_bright=1
@@ -291,89 +236,17 @@ def _draw_args(uniforms, position, glm: CompiledGLM, settings, state):
     )  # fmt: skip
 
 
-def loops_cached(types: tuple) -> bool:
-    """Whether both loops are compiled in this process for these :func:`_types`, or held by
-    numba's disk cache (its index is read; the loops are read at their first call)."""
+def example_calls(types: tuple) -> list:
+    """``(loop, arguments)`` of each loop for these :func:`loop_types`: small arguments of the
+    types a chain passes (:mod:`~pymc_minibatch_mh.kernels.compiled_cache`)."""
     loops = split_kicks.compiled_loops()
-    if loops is None:
-        return False
     state, example, gaussian, settings, draws = _example(*types)
     dim = state.position.size
-    calls = (
+    return [
         (
             loops.split_trajectory,
             _trajectory_args(state, example, gaussian, 0.5, 3, np.zeros(dim), settings),
         ),
         (loops.brightness_update, _brightness_args(state, example, settings, *draws)),
         (loops.draw_brightness, _draw_args(draws[0], state.position, example, settings, state)),
-    )
-    import numba
-
-    for loop, args in calls:
-        signature = tuple(numba.typeof(arg) for arg in args)
-        if signature not in loop.overloads and not _on_disk(loop, signature):
-            return False
-    return True
-
-
-def _on_disk(loop, signature: tuple) -> bool:
-    """Whether numba's disk cache indexes ``loop`` for ``signature`` (the key its
-    Dispatcher.compile looks up before compiling, in an index of the current source)."""
-    cache = loop._cache
-    key = cache._index_key(signature, loop.targetctx.codegen())
-    return key in cache._cache_file._load_index()
-
-
-def compile_in_background(types: tuple) -> bool:
-    """Start compiling the loops for these :func:`_types` in a separate process at the
-    lowest priority (it writes them to numba's disk cache), unless this process started it
-    already or another process is compiling them. Returns whether it was started."""
-    return _start(types)
-
-
-#: A compilation marked as under way longer ago than this is taken as dead.
-COMPILING_STALE_S = 600.0
-
-
-@cache
-def _start(types: tuple) -> bool:
-    marker = _compiling_marker(types)
-    try:
-        if time.time() - os.path.getmtime(marker) < COMPILING_STALE_S:
-            return False  # another process is compiling them
-    except OSError:  # no marker: none is
-        pass
-    with open(marker, "w") as f:
-        f.write(str(os.getpid()))
-    command = [sys.executable, "-m", __name__, marker, *map(str, types)]
-    # Same session and process group as the caller, so that the lowest priority holds
-    # against its chains (a new session gets a scheduler group of its own on Linux).
-    subprocess.Popen(
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        preexec_fn=lambda: os.nice(19),
-    )
-    return True
-
-
-def _compiling_marker(types: tuple) -> str:
-    """A file beside numba's cache of the loops that says they are being compiled."""
-    cache_dir = split_kicks.compiled_loops().split_trajectory._cache._cache_path
-    os.makedirs(cache_dir, exist_ok=True)
-    return os.path.join(cache_dir, "compiling-" + "-".join(map(str, types)))
-
-
-if __name__ == "__main__":  # pragma: no cover - run by compile_in_background
-    marker, family, dtype, n_feat, dim, store_dtype = sys.argv[1:7]
-    try:
-        state, glm, gaussian, settings, draws = _example(
-            int(family), dtype, int(n_feat), int(dim), store_dtype
-        )
-        # compiled, and written to numba's disk cache
-        trajectory(state, glm, gaussian, 0.5, 3, np.zeros(int(dim)), settings)
-        brightness_update(state, glm, settings, *draws)
-        draw_brightness(draws[0], state.position, glm, settings, state.store, state.log_lt)
-    finally:
-        os.remove(marker)
+    ]

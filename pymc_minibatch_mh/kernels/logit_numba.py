@@ -32,16 +32,21 @@ AT_END, REJECT, BOUND_VIOLATED = 0, 1, 2
 
 
 @_jit
+def bernoulli_loglik(eta, y):
+    """``log sigmoid(s)`` with ``s = eta`` for ``y = 1`` and ``-eta`` for ``y = 0``."""
+    s = -eta if y > 0.5 else eta
+    if s > 0.0:
+        return -(s + math.log1p(math.exp(-s)))
+    if s < 0.0:
+        return -math.log1p(math.exp(s))
+    return -math.log(2.0)
+
+
+@_jit
 def logit_row(family, eta, y, n, log_choose, anchor, value, slope, curvature):
     """``(log L, d log L / d eta, log B, d log B / d eta)`` of one row at ``eta``."""
     if family == 0:
-        s = -eta if y > 0.5 else eta
-        if s > 0.0:
-            loglik = -(s + math.log1p(math.exp(-s)))
-        elif s < 0.0:
-            loglik = -math.log1p(math.exp(s))
-        else:
-            loglik = -math.log(2.0)
+        loglik = bernoulli_loglik(eta, y)
         lik_slope = y - 1.0 / (1.0 + math.exp(-eta))
     else:
         if eta > 0.0:
@@ -199,6 +204,20 @@ def row_eta(features, weight, offset, row, w, const):
 
 
 @_jit
+def glm_row(
+    r, family, features, weight, offset, observed, trials, log_choose, anchor, value, slope,
+    curvature, w, const,
+):  # fmt: skip
+    """:func:`logit_row` of data row ``r`` at the point whose :func:`coefficients` are
+    ``(w, const)``."""
+    eta = row_eta(features, weight, offset, r, w, const)
+    return logit_row(
+        family, eta, observed[r], trials[r], log_choose[r], anchor[r], value[r], slope[r],
+        curvature[r],
+    )  # fmt: skip
+
+
+@_jit
 def tempered_log_tilde(gap, temperature):
     """``log Ltilde`` of an untempered gap; ``-inf`` where the tempered gap is ``<= 0``."""
     gap = gap / temperature
@@ -223,10 +242,9 @@ def bright_terms(
     status = AT_END
     for i in range(rows.size):
         r = rows[i]
-        eta = row_eta(features, weight, offset, r, w, const)
-        loglik, lik_slope, logbound, bound_slope = logit_row(
-            family, eta, observed[r], trials[r], log_choose[r], anchor[r], value[r],
-            slope[r], curvature[r],
+        loglik, lik_slope, logbound, bound_slope = glm_row(
+            r, family, features, weight, offset, observed, trials, log_choose, anchor, value,
+            slope, curvature, w, const,
         )  # fmt: skip
         if violates(loglik, logbound, check, tolerance):
             return BOUND_VIOLATED, 0.0, r
@@ -298,10 +316,9 @@ def split_trajectory(
     grad_const = 0.0
     for i in range(bright.size):
         r = bright[i]
-        eta = row_eta(features, weight, offset, r, w, const)
-        _, lik_slope, _, bound_slope = logit_row(
-            family, eta, observed[r], trials[r], log_choose[r], anchor[r], value[r],
-            slope[r], curvature[r],
+        _, lik_slope, _, bound_slope = glm_row(
+            r, family, features, weight, offset, observed, trials, log_choose, anchor, value,
+            slope, curvature, w, const,
         )  # fmt: skip
         v = (1.0 + math.exp(-log_lt[r])) / temperature * (lik_slope - bound_slope)
         for k in range(n_feat):
@@ -387,10 +404,9 @@ def brightness_update(
     values = np.empty(candidates.size)
     for i in range(candidates.size):
         r = candidates[i]
-        eta = row_eta(features, weight, offset, r, w, const)
-        loglik, _, logbound, _ = logit_row(
-            family, eta, observed[r], trials[r], log_choose[r], anchor[r], value[r],
-            slope[r], curvature[r],
+        loglik, _, logbound, _ = glm_row(
+            r, family, features, weight, offset, observed, trials, log_choose, anchor, value,
+            slope, curvature, w, const,
         )  # fmt: skip
         if violates(loglik, logbound, check, tolerance):
             return n_bright, r
@@ -429,10 +445,9 @@ def draw_brightness(
     const = coefficients(coef_map, constant_row, q, w)
     violated = -1
     for r in range(n_data):
-        eta = row_eta(features, weight, offset, r, w, const)
-        loglik, _, logbound, _ = logit_row(
-            family, eta, observed[r], trials[r], log_choose[r], anchor[r], value[r],
-            slope[r], curvature[r],
+        loglik, _, logbound, _ = glm_row(
+            r, family, features, weight, offset, observed, trials, log_choose, anchor, value,
+            slope, curvature, w, const,
         )  # fmt: skip
         if not math.isfinite(loglik):
             return -2, r
@@ -468,3 +483,27 @@ def draw_brightness(
     for i in range(n_data):
         tab[arr[i]] = i
     return n_bright, -1
+
+
+@_jit
+def bernoulli_residuals(
+    idx, features, coef_map, weight, constant_row, offset, observed, q_new, q_old, q_ref, out
+):  # fmt: skip  # pragma: no cover - compiled; its numpy twin is NumpyGLM.residual_diff
+    """Per row ``idx[i]`` of a Bernoulli-logit GLM, ``l(q_new) - l(q_old)`` minus the same
+    difference of the row's second-order Taylor expansion in ``eta`` about ``q_ref``, into
+    ``out``."""
+    n_feat = coef_map.shape[0]
+    w_new, w_old, w_ref = np.empty(n_feat), np.empty(n_feat), np.empty(n_feat)
+    c_new = coefficients(coef_map, constant_row, q_new, w_new)
+    c_old = coefficients(coef_map, constant_row, q_old, w_old)
+    c_ref = coefficients(coef_map, constant_row, q_ref, w_ref)
+    for i in range(idx.size):
+        r = idx[i]
+        e_new = row_eta(features, weight, offset, r, w_new, c_new)
+        e_old = row_eta(features, weight, offset, r, w_old, c_old)
+        e_ref = row_eta(features, weight, offset, r, w_ref, c_ref)
+        y = observed[r]
+        p = 1.0 / (1.0 + math.exp(-e_ref))
+        de, se = e_new - e_old, e_new + e_old - 2.0 * e_ref
+        proxy = (y - p) * de - 0.5 * p * (1.0 - p) * de * se
+        out[i] = bernoulli_loglik(e_new, y) - bernoulli_loglik(e_old, y) - proxy

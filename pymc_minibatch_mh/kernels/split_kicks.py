@@ -50,11 +50,13 @@ FAMILY_CODES = {"bernoulli_logit": 0, "binomial_logit": 1}
 
 
 @dataclass(frozen=True, eq=False)
-class CompiledRows:
-    """The arrays of a fixed set of bright rows that the compiled loop reads (C order)."""
+class RowColumns:
+    """Per-row columns of logit GLM rows and their quadratic bounds, as the compiled loops
+    (:mod:`~pymc_minibatch_mh.kernels.logit_numba`) read them: the family code, the offset,
+    the observations (with binomial trials and ``log C(trials, y)``) and the bound's
+    anchor, value, slope and curvature."""
 
     family: int
-    design: np.ndarray
     offset: np.ndarray
     observed: np.ndarray
     trials: np.ndarray
@@ -63,6 +65,14 @@ class CompiledRows:
     value: np.ndarray
     slope: np.ndarray
     curvature: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledRows(RowColumns):
+    """The arrays of a fixed set of bright rows that the compiled loop reads (C order),
+    with their gathered ``design`` rows."""
+
+    design: np.ndarray = None
 
 
 def compiled_rows(rows, region) -> CompiledRows | None:

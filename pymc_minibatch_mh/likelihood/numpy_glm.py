@@ -46,6 +46,7 @@ from scipy.special import expit
 
 from pymc_minibatch_mh.data.chunked_data import ChunkedRows
 from pymc_minibatch_mh.data.row_design import RowDesign
+from pymc_minibatch_mh.kernels.compiled_residuals import compiled_residuals
 from pymc_minibatch_mh.likelihood.affine_maps import _MODE
 from pymc_minibatch_mh.likelihood.compiled_prior import CompiledPrior, compile_prior
 from pymc_minibatch_mh.likelihood.compiling import compile_function
@@ -212,7 +213,14 @@ class NumpyGLM:
     ) -> np.ndarray:
         """Per row, ``[l_i(q_new) - l_i(q_old)]`` minus the same difference of the second-
         order Taylor expansion of ``l_i`` around ``q_ref`` (in ``(eta, s)``, where the
-        expansion is the one in ``q``: both are affine in ``q``)."""
+        expansion is the one in ``q``: both are affine in ``q``). For a Bernoulli-logit
+        likelihood of one product design, one compiled loop where numba's cache holds it
+        (:mod:`~pymc_minibatch_mh.kernels.compiled_residuals`, the same values up to
+        rounding)."""
+        if isinstance(idx, np.ndarray) and idx.dtype.kind in "iu":
+            compiled = compiled_residuals(self.likelihood)
+            if compiled is not None:
+                return compiled.residuals(q_new, q_old, q_ref, idx)
         rows, eta = self._predictors(idx, q_new, q_old, q_ref)
         eta_new, eta_old, eta_ref = eta[:, 0], eta[:, 1], eta[:, 2]
         d = self._derivatives(rows, eta_ref, q_ref)

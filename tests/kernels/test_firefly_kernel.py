@@ -21,7 +21,7 @@ from pymc_minibatch_mh.bounds.jaakkola_jordan import (
     map_tuned_jaakkola_jordan,
     untuned_jaakkola_jordan,
 )
-from pymc_minibatch_mh.kernels import compiled_split_iteration, split_kicks
+from pymc_minibatch_mh.kernels import compiled_cache, compiled_split_iteration, split_kicks
 from pymc_minibatch_mh.kernels.firefly import (
     BrightFractionAverage,
     BrightnessStore,
@@ -828,7 +828,8 @@ def _counting_compiled_runs(monkeypatch, mode="kicks"):
     monkeypatch.setattr(split_kicks, "ENABLED", bool(mode))
     monkeypatch.setattr(compiled_split_iteration, "ENABLED", mode == "iteration")
     # compiled in this process where numba's disk cache does not hold the loops yet
-    monkeypatch.setattr(compiled_split_iteration, "loops_cached", lambda types: True)
+    monkeypatch.setenv(compiled_cache.SWITCH, "1")
+    monkeypatch.setattr(compiled_cache, "cached", lambda types: True)
     calls = {"kicks": 0, "iteration": 0}
     for module, name, key in (
         (split_kicks, "run_split_kicks", "kicks"),
@@ -1074,10 +1075,8 @@ def test_compiled_kicks_only_where_they_apply(logistic, monkeypatch):
     assert split_kicks.compiled_rows(factory(idx), None) is None
 
 
-def test_compiled_iteration_only_where_it_applies(logistic, monkeypatch):
+def test_compiled_iteration_only_where_it_applies(logistic, monkeypatch, compiled_loops_on):
     from pymc_minibatch_mh.data.row_design import FeatureBlock, IndexedColumns, RowDesign
-
-    monkeypatch.setattr(compiled_split_iteration, "loops_cached", lambda types: True)
 
     x, y = logistic["x"], logistic["y"]
     bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
@@ -1115,7 +1114,7 @@ def test_compiled_iteration_only_where_it_applies(logistic, monkeypatch):
     assert built(rows=with_rows()) is None
 
 
-def test_compiled_iteration_only_once_numbas_cache_holds_it(tmp_path):
+def test_compiled_loops_only_once_numbas_cache_holds_them(tmp_path):
     """In a process whose numba cache is empty the loops are not cached (the numpy
     iteration runs) and their compilation is started in the background; once it has
     written the cache, a new process reads them from it and starts none. A family without
@@ -1129,18 +1128,18 @@ def test_compiled_iteration_only_once_numbas_cache_holds_it(tmp_path):
 import sys
 import numpy as np
 from pymc_minibatch_mh.bounds.glm_bright_rows import GLMBrightRows
-from pymc_minibatch_mh.kernels import compiled_split_iteration as c
+from pymc_minibatch_mh.kernels import compiled_cache as c, compiled_split_iteration as s
 
 n, x = 10, np.ones((10, 3))
 def rows(idx, family=sys.argv[1]):
     z = np.zeros(len(idx))
     return GLMBrightRows(idx, family, x, z, z, {}, z, z - 1, z, z, None)
-types = c._types(0, x, np.eye(3), n)
-cached = c.loops_cached(types)
-glm = c.compiled_glm(rows, None, n)  # compiles in the background where not cached
+cached = c.cached(s.loop_types(0, x, np.eye(3), n))
+glm = s.compiled_glm(rows, None, n)  # compiles in the background where not cached
 print(cached, c._start.cache_info().currsize == 1, glm is not None)
 """
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    env[compiled_cache.SWITCH] = "1"
 
     def run(family="bernoulli_logit"):
         out = subprocess.run(
@@ -1151,9 +1150,11 @@ print(cached, c._start.cache_info().currsize == 1, glm is not None)
 
     assert run("poisson_log") == ["False", "False", "False"]  # no loops for that family
     assert run() == ["False", "True", "False"]  # cold: started; the numpy iteration runs
-    deadline = time.monotonic() + 120
-    loops = ("*split_trajectory*.nbc", "*brightness_update*.nbc", "*draw_brightness*.nbc")
-    while not all(any(tmp_path.rglob(p)) for p in loops) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    time.sleep(1.0)  # the last index written after its data
+    deadline = time.monotonic() + 300
+    while any(tmp_path.rglob("compiling-*")) and time.monotonic() < deadline:
+        time.sleep(0.5)  # the background compilation removes its marker when done
+    loops = ("split_trajectory", "brightness_update", "draw_brightness", "bernoulli_residuals")
+    assert all(any(tmp_path.rglob(f"*{loop}*.nbc")) for loop in loops)
     assert run() == ["True", "False", "True"]  # read from the cache; nothing started
+    env[compiled_cache.SWITCH] = "0"
+    assert run() == ["True", "False", "False"]  # switched off: not used

@@ -292,3 +292,55 @@ def test_priors_with_pymc_float32_constants_are_read():
     points = np.random.default_rng(2).standard_normal((3, 2))
     gaps = [fast.logprior(q) - compiled.logprior(q) for q in points]
     np.testing.assert_allclose(gaps, 0.0, atol=1e-9)
+
+
+@pytest.fixture
+def compiled_residual_loop(monkeypatch, compiled_loops_on):
+    """The compiled residuals, compiled in this process if numba's cache lacks them."""
+    from pymc_minibatch_mh.kernels import compiled_residuals
+
+    monkeypatch.setattr(compiled_residuals, "_BUILT", {})
+    return compiled_residuals
+
+
+def test_compiled_residuals_equal_numpy_ones(compiled_residual_loop, monkeypatch):
+    """A Bernoulli-logit likelihood's residuals from the compiled loop equal numpy's (and
+    the residuals at another reference point, a negative control, do not); Poisson and
+    Normal likelihoods have no compiled loop."""
+    fast = _tall(_model("logistic"), True)
+    glm = fast.numpy_glm
+    rng = np.random.default_rng(3)
+    q_ref, q_old, q_new = (0.3 * rng.standard_normal(fast.ndim) for _ in range(3))
+    idx = rng.integers(0, N, size=80)
+    assert compiled_residual_loop.compiled_residuals(glm.likelihood) is not None
+    compiled = glm.residual_diff(q_new, q_old, q_ref, idx)
+    monkeypatch.setattr(compiled_residual_loop, "ENABLED", False)
+    numpy = glm.residual_diff(q_new, q_old, q_ref, idx)
+    np.testing.assert_allclose(compiled, numpy, rtol=1e-10, atol=1e-12)
+    assert np.max(np.abs(numpy)) > 1e-3
+    monkeypatch.setattr(compiled_residual_loop, "ENABLED", True)
+    elsewhere = glm.residual_diff(q_new, q_old, q_ref + 0.2, idx)
+    assert np.max(np.abs(elsewhere - numpy)) > 1e-3
+    for family in ("poisson", "normal_free"):
+        other = _tall(_model(family), True).numpy_glm
+        assert compiled_residual_loop.compiled_residuals(other.likelihood) is None
+
+
+def test_a_step_draws_the_same_with_the_compiled_residuals(compiled_residual_loop, monkeypatch):
+    model = _model("logistic")
+    draws = {}
+    for enabled in (True, False):
+        monkeypatch.setattr(compiled_residual_loop, "ENABLED", enabled)
+        with model:
+            idata = pm.sample(
+                100,
+                tune=100,
+                chains=1,
+                step=MinibatchBarker(progressbar=False),
+                random_seed=5,
+                progressbar=False,
+                compute_convergence_checks=False,
+            )
+        draws[enabled] = idata.posterior["beta"].values
+    np.testing.assert_allclose(draws[True], draws[False], rtol=1e-6, atol=1e-8)
+    assert np.unique(draws[True][0, :, 0]).size > 10  # a chain that moves

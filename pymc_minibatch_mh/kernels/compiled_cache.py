@@ -1,0 +1,119 @@
+"""Whether numba's disk cache holds the compiled loops, and their compilation in the
+background where it does not.
+
+Compiling the loops of :mod:`~pymc_minibatch_mh.kernels.logit_numba` for a model's types
+takes about 4 s, more than they save in a run of a few thousand iterations, so a chain
+uses them only when numba's disk cache already holds them for its types (:func:`cached`:
+the cache's index is read, nothing is compiled). Otherwise it keeps its numpy path, and
+:func:`ready` starts their compilation in a separate process at the lowest priority, which
+writes numba's cache and exits, so that later runs on the machine find them. A marker file
+beside the cache keeps a second process from compiling the same loops meanwhile.
+``PYMC_MINIBATCH_MH_COMPILED_LOOPS=0`` in the environment switches the compiled loops off
+(neither used nor compiled).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from functools import cache
+
+from pymc_minibatch_mh.kernels import split_kicks
+
+#: The environment variable that switches the compiled loops off when "0".
+SWITCH = "PYMC_MINIBATCH_MH_COMPILED_LOOPS"
+
+
+def ready(types: tuple) -> bool:
+    """Whether every compiled loop can run without compiling for these types (see
+    :func:`~pymc_minibatch_mh.kernels.compiled_split_iteration.loop_types`); if not, their
+    compilation is started in the background (:func:`compile_in_background`). False when
+    the environment switches them off."""
+    if os.environ.get(SWITCH, "1") == "0":
+        return False
+    if cached(types):
+        return True
+    compile_in_background(types)
+    return False
+
+
+def example_calls(types: tuple) -> list:
+    """``(loop, arguments)`` of every compiled loop for these types."""
+    from pymc_minibatch_mh.kernels import compiled_residuals, compiled_split_iteration
+
+    calls = compiled_split_iteration.example_calls(types)
+    return calls + compiled_residuals.example_calls(types)
+
+
+def cached(types: tuple) -> bool:
+    """Whether every loop is compiled in this process for these types, or held by numba's
+    disk cache (its index is read; the loops are read at their first call)."""
+    if split_kicks.compiled_loops() is None:
+        return False
+    import numba
+
+    for loop, args in example_calls(types):
+        signature = tuple(numba.typeof(arg) for arg in args)
+        if signature not in loop.overloads and not _on_disk(loop, signature):
+            return False
+    return True
+
+
+def _on_disk(loop, signature: tuple) -> bool:
+    """Whether numba's disk cache indexes ``loop`` for ``signature`` (the key its
+    Dispatcher.compile looks up before compiling, in an index of the current source)."""
+    disk = loop._cache
+    key = disk._index_key(signature, loop.targetctx.codegen())
+    return key in disk._cache_file._load_index()
+
+
+def compile_in_background(types: tuple) -> bool:
+    """Start compiling every loop for these types in a separate process at the lowest
+    priority (it writes them to numba's disk cache), unless this process started it
+    already or another process is compiling them. Returns whether it was started."""
+    return _start(types)
+
+
+#: A compilation marked as under way longer ago than this is taken as dead.
+COMPILING_STALE_S = 600.0
+
+
+@cache
+def _start(types: tuple) -> bool:
+    marker = _compiling_marker(types)
+    try:
+        if time.time() - os.path.getmtime(marker) < COMPILING_STALE_S:
+            return False  # another process is compiling them
+    except OSError:  # no marker: none is
+        pass
+    with open(marker, "w") as f:
+        f.write(str(os.getpid()))
+    command = [sys.executable, "-m", __name__, marker, *map(str, types)]
+    # Same session and process group as the caller, so that the lowest priority holds
+    # against its chains (a new session gets a scheduler group of its own on Linux).
+    subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=lambda: os.nice(19),
+    )
+    return True
+
+
+def _compiling_marker(types: tuple) -> str:
+    """A file beside numba's cache of the loops that says they are being compiled."""
+    cache_dir = split_kicks.compiled_loops().split_trajectory._cache._cache_path
+    os.makedirs(cache_dir, exist_ok=True)
+    return os.path.join(cache_dir, "compiling-" + "-".join(map(str, types)))
+
+
+if __name__ == "__main__":  # pragma: no cover - run by compile_in_background
+    marker, family, dtype, n_feat, dim, store_dtype = sys.argv[1:7]
+    try:
+        for loop, args in example_calls((int(family), dtype, int(n_feat), int(dim), store_dtype)):
+            loop(*args)  # compiled, and written to numba's disk cache
+    finally:
+        os.remove(marker)
