@@ -363,8 +363,11 @@ def geometric_positions(rng: np.random.Generator, prob: float, length: int) -> n
         return np.arange(length, dtype=np.int64)
     expected = prob * length
     chunk = int(expected + 4.0 * math.sqrt(expected) + 16)
-    out = []
-    last = -1
+    pos = np.cumsum(rng.geometric(prob, size=chunk)) - 1
+    if pos[-1] >= length:  # nearly always: one chunk reaches past the end
+        return pos[: int(np.searchsorted(pos, length))]
+    out = [pos]
+    last = int(pos[-1])
     while True:
         pos = last + np.cumsum(rng.geometric(prob, size=chunk))
         if pos[-1] >= length:

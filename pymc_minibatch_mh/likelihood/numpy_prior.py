@@ -118,7 +118,15 @@ class IndependentPrior:
         return mean, precision
 
     def value(self, q: np.ndarray) -> float:
-        return self.derivatives(q)[0]
+        """``log p(q)``: the value of :meth:`derivatives` alone (the same arithmetic, in
+        every step's inner loop)."""
+        where, mu, inv_sigma, constant, _ = self._normal
+        z = (q[where] - mu) * inv_sigma
+        value = constant - 0.5 * float(z @ z)
+        for term in self._others:
+            v, _, _ = _TERMS[term.kind](q[term.start : term.stop], *term.params)
+            value += float(np.sum(v))
+        return value
 
     def value_and_grad(self, q: np.ndarray) -> tuple[float, np.ndarray]:
         value, grad, _ = self.derivatives(q)

@@ -767,12 +767,15 @@ initial_point, compile_kwargs, blocked
 
     @property
     def settings(self) -> FireflySettings:
-        return FireflySettings(
-            q_db=self.q_db,
-            temperature=self.temperature,
-            theta_update=self.theta_update,
-            check_bound=self.check_bound,
-        )
+        """The kernel's settings from the step's current values (kept while they hold)."""
+        key = (self.q_db, self.temperature, self.theta_update, self.check_bound)
+        cached = self.__dict__.get("_settings_for")
+        if cached is None or cached[0] != key:
+            settings = FireflySettings(
+                q_db=key[0], temperature=key[1], theta_update=key[2], check_bound=key[3]
+            )
+            cached = self._settings_for = (key, settings)
+        return cached[1]
 
     def _transition(self, state: ChainState):
         region = getattr(self.bound, "region", None)
@@ -780,7 +783,9 @@ initial_point, compile_kwargs, blocked
             return self._enter_region(state, region)
         settings = self.settings
         fly = self.firefly
-        fresh = fly is None or not np.array_equal(fly.position, state.position)
+        fresh = fly is None or (
+            fly.position is not state.position and not np.array_equal(fly.position, state.position)
+        )
         if fresh:
             fly = new_firefly_state(
                 self.rng, state.position, self.tall_data, self.bound, settings, self._joint_rows()
