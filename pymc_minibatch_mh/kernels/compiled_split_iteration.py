@@ -115,22 +115,12 @@ def _from_rows(every, n_data: int) -> CompiledGLM | None:
     def column(values) -> np.ndarray:
         return fixed(np.broadcast_to(np.asarray(values, np.float64), (n_data,)))
 
-    observed = column(every.observed)
-    trials, log_choose = split_kicks.binomial_columns(family, every.params, observed)
     return CompiledGLM(
-        family=split_kicks.FAMILY_CODES[family],
+        **split_kicks.row_columns(every, column),
         features=fixed(features, features.dtype),
         coef_map=fixed(coef_map),
         weight=weight,
         constant_row=fixed(constant_row),
-        offset=column(every.offset),
-        observed=observed,
-        trials=column(trials),
-        log_choose=column(log_choose),
-        anchor=column(every.anchor),
-        value=column(every.value),
-        slope=column(every.slope),
-        curvature=column(every.curvature),
     )
 
 

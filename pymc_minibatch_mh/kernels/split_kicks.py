@@ -99,11 +99,18 @@ def compiled_rows(rows, region) -> CompiledRows | None:
             return np.ascontiguousarray(values, dtype=np.float64)
         return np.ascontiguousarray(np.broadcast_to(np.asarray(values, np.float64), (n,)))
 
+    design = np.ascontiguousarray(rows.design, dtype=np.float64)
+    return CompiledRows(**row_columns(rows, column), design=design)
+
+
+def row_columns(rows, column) -> dict:
+    """The :class:`RowColumns` fields of GLM rows (a
+    :class:`~pymc_minibatch_mh.bounds.glm_bright_rows.GLMBrightRows` of a family in
+    :data:`FAMILY_CODES`), each per-row column made by ``column(values)``."""
     observed = column(rows.observed)
-    trials, log_choose = binomial_columns(family, rows.params, observed)
-    return CompiledRows(
-        family=FAMILY_CODES[family],
-        design=np.ascontiguousarray(rows.design, dtype=np.float64),
+    trials, log_choose = binomial_columns(rows.family, rows.params, observed)
+    return dict(
+        family=FAMILY_CODES[rows.family],
         offset=column(rows.offset),
         observed=observed,
         trials=column(trials),
