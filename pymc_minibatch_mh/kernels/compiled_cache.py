@@ -31,7 +31,7 @@ def ready(types: tuple) -> bool:
     :func:`~pymc_minibatch_mh.kernels.compiled_split_iteration.loop_types`); if not, their
     compilation is started in the background (:func:`compile_in_background`). False when
     the environment switches them off."""
-    if os.environ.get(SWITCH, "1") == "0":
+    if os.environ.get(SWITCH, "1") == "0" or not _index_readable():
         return False
     if cached(types):
         return True
@@ -59,6 +59,16 @@ def cached(types: tuple) -> bool:
         if signature not in loop.overloads and not _on_disk(loop, signature):
             return False
     return True
+
+
+def _index_readable() -> bool:
+    """Whether this numba exposes the disk cache's index the way :func:`_on_disk` reads it
+    (numba 0.65 and 0.68, the two stacks' versions, do); without it the compiled loops
+    are neither used nor compiled."""
+    loops = split_kicks.compiled_loops()
+    disk = getattr(getattr(loops, "split_trajectory", None), "_cache", None)
+    index = getattr(disk, "_cache_file", None)
+    return hasattr(disk, "_index_key") and hasattr(index, "_load_index")
 
 
 def _on_disk(loop, signature: tuple) -> bool:

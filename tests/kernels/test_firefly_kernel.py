@@ -1158,3 +1158,17 @@ print(cached, c._start.cache_info().currsize == 1, glm is not None)
     assert run() == ["True", "False", "True"]  # read from the cache; nothing started
     env[compiled_cache.SWITCH] = "0"
     assert run() == ["True", "False", "False"]  # switched off: not used
+
+
+def test_no_compiled_loops_where_numba_hides_its_cache_index(monkeypatch):
+    """A numba whose dispatchers do not expose the disk cache's index: the loops are
+    neither used nor compiled in the background (the numpy paths run)."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv(compiled_cache.SWITCH, "1")
+    assert compiled_cache._index_readable()
+    hidden = SimpleNamespace(split_trajectory=SimpleNamespace())
+    monkeypatch.setattr(split_kicks, "compiled_loops", lambda: hidden)
+    started = []
+    monkeypatch.setattr(compiled_cache, "compile_in_background", started.append)
+    assert not compiled_cache.ready((0, "<f8", 2, 2, "<i4")) and started == []
