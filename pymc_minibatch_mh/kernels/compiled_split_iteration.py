@@ -89,28 +89,23 @@ def compiled_glm(rows, bound, n_data: int) -> CompiledGLM | None:
 
 
 def _build(rows, n_data: int) -> CompiledGLM | None:
-    few = rows(np.arange(min(n_data, 4), dtype=np.int64))  # the family, before any gather
-    if getattr(few, "family", None) not in split_kicks.FAMILY_CODES:
+    """The :class:`CompiledGLM` of every row, or None; what it depends on is read from a few
+    rows first, so that nothing of size N is gathered where it does not apply or the loops
+    are not cached."""
+    few = rows(np.arange(min(n_data, 4), dtype=np.int64))
+    family = getattr(few, "family", None)
+    if family not in split_kicks.FAMILY_CODES or getattr(few, "unbounded", None) is not None:
         return None
     if split_kicks.compiled_loops() is None:
         return None
-    every = rows(np.arange(n_data, dtype=np.int64))
-    glm = _from_rows(every, n_data)
-    if glm is None:
-        return None
-    ready = compiled_cache.ready(loop_types(glm.family, glm.features, glm.coef_map, n_data))
-    return glm if ready else None
-
-
-def _from_rows(every, n_data: int) -> CompiledGLM | None:
-    """The :class:`CompiledGLM` of the rows ``every`` (all ``n_data`` of them), or None."""
-    family = getattr(every, "family", None)
-    if family not in split_kicks.FAMILY_CODES or getattr(every, "unbounded", None) is not None:
-        return None
-    product = product_design(every.source, n_data)
+    product = product_design(few.source, n_data)
     if product is None:
         return None
     features, coef_map, weight, constant_row = product
+    code = split_kicks.FAMILY_CODES[family]
+    if not compiled_cache.ready(loop_types(code, features, coef_map, n_data)):
+        return None
+    every = rows(np.arange(n_data, dtype=np.int64))
 
     def column(values) -> np.ndarray:
         return fixed(np.broadcast_to(np.asarray(values, np.float64), (n_data,)))
