@@ -210,7 +210,7 @@ class NegativeBinomialBound(OverDesignRows):
         else:
             alpha = math.exp(float(self.scale_row @ centre) + self.scale_offset)
             direction = self.scale_row
-        reach = design_map(self.design, _whitened_reach, args=(direction, region.chol))
+        reach = design_map(self.design, whitened_reach, args=(direction, region.chol))
         record_rows(self.n_data, self.n_data)
         reach *= region.row_radii()
         return (alpha + self.observed) * self.jj_lambda * reach**2
@@ -307,7 +307,7 @@ def negative_binomial_bound(
     return bound
 
 
-def _whitened_reach(design, rows: slice, direction, chol) -> np.ndarray:
+def whitened_reach(design, rows: slice, direction, chol) -> np.ndarray:
     """``||L^T (direction - d_n)||`` for the rows ``rows`` of the design."""
     block = (direction[None, :] - np.asarray(design[rows], dtype=np.float64)) @ chol
     return np.sqrt(np.einsum("ij,ij->i", block, block))
@@ -324,11 +324,7 @@ def _nb_rows_and_sums(
     v = direction[None, :] - d  # x_n = v_n @ q + c_n
     t_rows = t_centre if free else log_alpha
     x_centre = t_rows - (d @ centre + offset)
-    xi = np.abs(x_centre) if tuned else np.full(x_centre.shape, UNTUNED_XI)
-    lam = jj_lambda(xi)
-    const = log_sigmoid(xi) - 0.5 * xi + lam * xi * xi
-    value = const + 0.5 * x_centre - lam * x_centre * x_centre
-    slope = 0.5 - 2.0 * lam * x_centre
+    const, lam, value, slope = jj_anchor(x_centre, tuned)
     sums = [d.T @ (keep * y)]
     if free:
         sums.append(0.0)
@@ -338,8 +334,25 @@ def _nb_rows_and_sums(
         sums.append(float(keep @ (gammaln(y + alpha) - gammaln(alpha)) - (keep * y) @ log_alpha))
         weight_sets = (keep * (alpha + y),)
     for w in weight_sets:
-        sums += [float(w @ value), v.T @ (w * slope), -(v.T @ (v * (2.0 * w * lam)[:, None]))]
+        sums += quadratic_sums_in_x(v, w, value, slope, lam)
     return (const, lam), tuple(sums)
+
+
+def jj_anchor(x_centre: np.ndarray, tuned: bool) -> tuple:
+    """``(constant, lambda, J(x_centre), J'(x_centre))`` of each row's Jaakkola-Jordan
+    bound of ``log sigmoid``, touching at ``xi = |x_centre|`` (tuned) or ``xi = 1.5``."""
+    xi = np.abs(x_centre) if tuned else np.full(x_centre.shape, UNTUNED_XI)
+    lam = jj_lambda(xi)
+    const = log_sigmoid(xi) - 0.5 * xi + lam * xi * xi
+    value = const + 0.5 * x_centre - lam * x_centre * x_centre
+    slope = 0.5 - 2.0 * lam * x_centre
+    return const, lam, value, slope
+
+
+def quadratic_sums_in_x(v: np.ndarray, w: np.ndarray, value, slope, lam) -> list:
+    """The rows' part of ``sum_n w_n J_n(x_n)`` collapsed at the centre, with
+    ``x_n = v_n @ q + const``: its value, gradient and Hessian in ``q``."""
+    return [float(w @ value), v.T @ (w * slope), -(v.T @ (v * (2.0 * w * lam)[:, None]))]
 
 
 def _collapsed(

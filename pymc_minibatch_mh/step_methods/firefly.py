@@ -30,6 +30,7 @@ from pymc_minibatch_mh.bounds.looseness import (
     collapsed_looseness,
 )
 from pymc_minibatch_mh.bounds.negative_binomial import negative_binomial_bound
+from pymc_minibatch_mh.bounds.negative_binomial_zeros import negative_binomial_zeros_bound
 from pymc_minibatch_mh.bounds.normal_exact import exact_normal_likelihood
 from pymc_minibatch_mh.bounds.ordinal_taylor import map_tuned_ordinal
 from pymc_minibatch_mh.bounds.poisson_log import map_tuned_poisson_log
@@ -42,7 +43,6 @@ from pymc_minibatch_mh.bounds.row_cells import (
 from pymc_minibatch_mh.bounds.student_t import map_tuned_student_t, untuned_student_t
 from pymc_minibatch_mh.bounds.sum_bound import SumBound
 from pymc_minibatch_mh.bounds.taylor_remainder import ODDS_FAMILIES, ORDINAL
-from pymc_minibatch_mh.bounds.three_channel import map_tuned_three_channel
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius, grown_shape
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation
 from pymc_minibatch_mh.kernels.firefly import (
@@ -92,7 +92,6 @@ REGION_FAMILIES = (
     "poisson_log",
     "gamma_log",
     *CHANNEL_DERIVATIVES,
-    *ODDS_FAMILIES,
     *ORDINAL,
 )
 #: theta | z updates that use gradients of the bright likelihoods and of the bounds.
@@ -161,12 +160,13 @@ class FlyMC(MinibatchStep):
         with a free ``sigma``, ``Poisson(mu=pm.math.exp(eta))`` and
         ``NegativeBinomial(mu=pm.math.exp(eta), alpha)`` with a fixed or free ``alpha``
         (Jaakkola–Jordan on its ``log sigmoid(log alpha - eta)`` term, global, see
-        :mod:`pymc_minibatch_mh.bounds.negative_binomial`), and, on a trust region,
+        :mod:`pymc_minibatch_mh.bounds.negative_binomial`), ``ZeroInflatedNegativeBinomial``
+        and ``HurdleNegativeBinomial`` (the same with tangents of the zero parts, global:
+        :mod:`pymc_minibatch_mh.bounds.negative_binomial_zeros`), and, on a trust region,
         Gamma with a log-link mean, ``Beta(mu=pm.math.invlogit(eta), nu)``,
         ``ZeroInflatedPoisson`` and ``HurdlePoisson`` with ``mu=pm.math.exp(eta)``, Normal
         and Student-t with a scale per row whose log is affine
-        (:mod:`pymc_minibatch_mh.bounds.region_taylor`), ``ZeroInflatedNegativeBinomial``
-        and ``HurdleNegativeBinomial`` (:mod:`pymc_minibatch_mh.bounds.three_channel`),
+        (:mod:`pymc_minibatch_mh.bounds.region_taylor`),
         ``OrderedLogistic`` / ``OrderedProbit`` with ordered cutpoints
         (:mod:`pymc_minibatch_mh.bounds.ordinal_taylor`), with ``eta`` affine in the
         sampled variables. For other likelihoods pass an object
@@ -226,10 +226,10 @@ class FlyMC(MinibatchStep):
     check_bound : bool, default True
         Raise if a computed ``log L_n - log B_n`` proves the bound invalid.
     trust_radius : float, optional
-        Poisson, Gamma, Beta, zero-inflated and hurdle Poisson and negative binomial,
-        ordinal likelihoods, Student-t free scales and scales per row (a Normal with one
-        free scale needs no region): the bound holds on the ellipsoid of this many
-        Laplace standard deviations around the MAP (default
+        Poisson, Gamma, Beta, zero-inflated and hurdle Poisson, ordinal likelihoods,
+        Student-t free scales and scales per row (a Normal with one free scale, the negative
+        binomial with or without zeros need no region): the bound holds on the ellipsoid
+        of this many Laplace standard deviations around the MAP (default
         ``sqrt(D) + 8``); ``theta`` proposals outside it are rejected without reading data
         (stat ``region_exits``), so the chain is exact for the posterior restricted to it
         (see :mod:`pymc_minibatch_mh.bounds.trust_region`). At the end of tuning each chain
@@ -312,9 +312,10 @@ initial_point, compile_kwargs, blocked
     exact bound or without a Laplace fit; see :mod:`pymc_minibatch_mh.bounds.looseness`).
     Above 20 FlyMC warns (``LooseBoundWarning``) and names the variable: given ``z``,
     ``theta`` moves only a fraction of its posterior spread there per update and the
-    chain mixes slowly (a free negative-binomial dispersion with a zero-inflated or hurdle
-    part: 56-98 on this project's test models, where ``alpha``'s ESS was 2-6 % of the
-    draws).
+    chain mixes slowly (measured on this project's test models: 1.1-9 for most families,
+    18-54 for ordinal ones and quasi-separated categories; the zero-inflated and hurdle
+    negative binomial's per-row Taylor bounds, 56-98 with ``alpha``'s ESS at 2-6 % of the
+    draws, were replaced by global bounds at 5-8).
 
     References
     ----------
@@ -621,10 +622,11 @@ initial_point, compile_kwargs, blocked
         if any(_needs_region(part) for part in parts):
             if self._laplace_chol is None:
                 raise UnsupportedBound(
-                    "FlyMC's Poisson-log, Gamma-log, Beta, zero-inflated, hurdle and free-scale "
-                    "bounds hold on a trust region shaped by the Laplace covariance at the MAP, "
-                    "which is not available (proposal='rw' or a failed Laplace fit). Use the "
-                    "default proposal, or MinibatchBarker / Austere."
+                    "FlyMC's Poisson-log, Gamma-log, Beta, zero-inflated and hurdle Poisson, "
+                    "ordinal and free-scale bounds hold on a trust region shaped by the "
+                    "Laplace covariance at the MAP, which is not available (proposal='rw' or "
+                    "a failed Laplace fit). Use the default proposal, or MinibatchBarker / "
+                    "Austere."
                 )
             region = self._trust_region(lp, q_map)
         q_init = block_position(initial_point, self.vars)
@@ -1088,8 +1090,8 @@ def _group_indexed(lp) -> bool:
 
 def _needs_region(lp) -> bool:
     """Whether the part's bound holds only on a trust region (Poisson-log, Gamma-log, Beta,
-    zero-inflated and hurdle Poisson and negative binomial, ordinal, a Student-t free
-    scale, a scale per row)."""
+    zero-inflated and hurdle Poisson, ordinal, a Student-t free scale, a scale per
+    row)."""
     return (
         lp.family in REGION_FAMILIES
         or (lp.free_scale and lp.family == "student_t")
@@ -1107,8 +1109,8 @@ def _build_bound(lp, q_map: np.ndarray | None, q_init: np.ndarray, region=None):
         return map_tuned_poisson_log(lp.design, lp.offset, lp.observed, q_map, region)
     if family == "gamma_log":
         return map_tuned_gamma_log(lp, q_map, region)
-    if family in ODDS_FAMILIES:  # zero-inflated and hurdle negative binomial
-        return map_tuned_three_channel(lp, q_map, region)
+    if family in ODDS_FAMILIES:  # zero-inflated and hurdle negative binomial (global)
+        return negative_binomial_zeros_bound(lp, q_map, q_init)
     if family in ORDINAL:
         return map_tuned_ordinal(lp, q_map, region)
     if family in CHANNEL_DERIVATIVES or getattr(lp, "row_scales", False):

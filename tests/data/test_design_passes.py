@@ -6,7 +6,7 @@ import pymc as pm
 import pytest
 
 from pymc_minibatch_mh import TunaMH, chunked_data
-from pymc_minibatch_mh.bounds import free_scale, negative_binomial
+from pymc_minibatch_mh.bounds import free_scale, negative_binomial, negative_binomial_zeros
 from pymc_minibatch_mh.bounds.bohning import untuned_bohning
 from pymc_minibatch_mh.bounds.jaakkola_jordan import map_tuned_jaakkola_jordan
 from pymc_minibatch_mh.bounds.lipschitz import _eta_range, _row_norms
@@ -61,6 +61,17 @@ def _passes(design, rng_seed=3):
     nb = negative_binomial._collapsed(
         design, np.zeros(N), counts, direction, 0.0, None, q, tuned=True
     )
+    # The same counts with zeros and a hurdle at a fixed psi (odds 1.5).
+    hurdle = negative_binomial_zeros._collapsed(
+        "hurdle_nb_log",
+        design,
+        np.zeros(N),
+        counts,
+        (direction, 0.0, None),
+        (None, 0.0, np.full(N, np.log(1.5))),
+        q,
+        tuned=True,
+    )
     region = TrustRegion(q, 0.02 * np.eye(P + 1), 3.0)
     poisson = map_tuned_poisson_log(design, 0.0, counts, q, region)
     taylor = (rng.normal(size=N), rng.normal(size=N), rng.normal(size=N))
@@ -87,6 +98,8 @@ def _passes(design, rng_seed=3):
         "bohning_value": bohning.log_bound_sum(np.zeros(3 * (P + 1))),
         "nb_constants": nb.jj_constant,
         "nb_value": nb.log_bound_sum(q + 0.1),
+        "hurdle_weights": hurdle.weight,
+        "hurdle_value": hurdle.log_bound_sum(q + 0.1),
         "free_scale_hessian": scale.collapsed.hessian,
         "poisson_curvature": poisson.curvature,
         "poisson_value": poisson.log_bound_sum(q + 0.01),
@@ -106,9 +119,9 @@ def test_passes_over_chunked_data_run_on_the_cluster_and_match_numpy(tmp_path, r
     for name, value in expected.items():
         np.testing.assert_allclose(got[name], value, rtol=1e-9, atol=1e-9, err_msg=name)
     # Passes over the design (dot, norms, eta range, the generic sum, the JJ, Böhning,
-    # negative binomial, free-scale and Poisson sums, and the products and norms behind
-    # the JJ and Poisson anchors), four chunks each.
-    assert len(tasks) >= 12 * N // CHUNK
+    # negative binomial, hurdle, free-scale and Poisson sums, and the products and norms
+    # behind the JJ and Poisson anchors), four chunks each.
+    assert len(tasks) >= 13 * N // CHUNK
     assert workers and workers <= known
     assert not idle.data
 

@@ -135,16 +135,7 @@ STEP_DRAWS = {("zinb", "FlyMC"): 6000}
 #: Known failures of the defaults, documented in the README and docs ("Known
 #: limitations"), with the reason (strict xfail: a fix makes the test fail until the entry
 #: is removed).
-KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    ("hurdle_nb", "FlyMC"): (
-        "FlyMC's chain does not follow the ridge of the hurdle negative binomial's "
-        "intercept and dispersion (a small mean and a small alpha explain the truncated "
-        "counts alike): after 2 x 16,000 draws the Monte Carlo error of alpha was 0.21 "
-        "posterior sd, its mean 0.22 sd and its sd 25 % off NUTS (2026-11-27, PyMC 6); "
-        "its bounds are 98 times more curved than the posterior along alpha, and FlyMC "
-        "says so at construction (LooseBoundWarning); TunaMH() samples this model"
-    ),
-}
+KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 
 ACCEPTED, REFUSED = step_pairs(BUILDERS, EXPECTED_REFUSALS, KNOWN_FAILURES)
 

@@ -555,9 +555,27 @@ def test_split_hmc_step_stays_within_the_trajectory_while_tuning(rng):
 
 
 # ---------------------------------------------------------------- loose bounds
+def _binomial_with_an_all_zero_category(rng) -> pm.Model:
+    """Binomial-logit (1-20 trials), 2,000 rows, whose category 4 (200 rows) has no
+    success, under Normal(0, 100) priors: the category's Jaakkola-Jordan bounds, tight at
+    a very negative ``eta``, are far more curved than its likelihood there."""
+    category = rng.integers(0, 4, 2000)
+    category[:200] = 4
+    x = rng.normal(size=2000)
+    eta = np.array([0.0, 0.3, -0.2, 0.1, -9.0])[category] + 0.4 * x
+    trials = rng.integers(1, 21, 2000)
+    y = rng.binomial(trials, 1.0 / (1.0 + np.exp(-eta)))
+    with pm.Model() as model:
+        a = pm.Normal("a", 0, 100)
+        b = pm.Normal("b", 0, 100)
+        g = pm.Normal("g", 0, 100, shape=4)
+        logit = a + b * x + pm.math.concatenate([[0.0], g])[category]
+        pm.Binomial("y", n=trials, logit_p=logit, observed=y)
+    return model
+
+
 def _hurdle_negative_binomial(rng, n: int) -> pm.Model:
-    """A hurdle negative binomial regression with a free dispersion (the rows' bounds in
-    log alpha are far more curved than the posterior)."""
+    """A hurdle negative binomial regression with a free dispersion."""
     x = rng.normal(size=(n, 2))
     mean = np.exp(0.7 + x @ np.array([0.4, -0.3]))
     counts = rng.negative_binomial(3.0, 3.0 / (3.0 + mean))
@@ -579,13 +597,13 @@ def _hurdle_negative_binomial(rng, n: int) -> pm.Model:
 def test_bounds_far_more_curved_than_the_posterior_warn_naming_the_variable(
     rng, logistic_model, logistic_map
 ):
-    """The hurdle negative binomial's bounds in log alpha: a LooseBoundWarning that names
-    alpha; the logistic regression's bounds are about as curved as its posterior and
-    construct silently (negative control)."""
+    """An all-zero category under a diffuse prior: a LooseBoundWarning that names its
+    coefficient ``g``; the logistic regression's bounds are about as curved as its
+    posterior and construct silently (negative control)."""
     from pymc_minibatch_mh.bounds.looseness import LOOSE_BOUND_RATIO, LooseBoundWarning
 
-    with _hurdle_negative_binomial(rng, 5_000):
-        with pytest.warns(LooseBoundWarning, match=r"more curved than the posterior along alpha"):
+    with _binomial_with_an_all_zero_category(rng):
+        with pytest.warns(LooseBoundWarning, match=r"more curved than the posterior along g"):
             step = FlyMC(progressbar=False)
     assert step.bound_looseness > LOOSE_BOUND_RATIO
     with logistic_model:
@@ -593,3 +611,17 @@ def test_bounds_far_more_curved_than_the_posterior_warn_naming_the_variable(
             warnings.simplefilter("error", LooseBoundWarning)
             quiet = FlyMC(map_point=logistic_map, progressbar=False)
     assert 1.0 <= quiet.bound_looseness < 2.0
+
+
+def test_hurdle_negative_binomial_bounds_are_global_and_about_as_curved_as_the_posterior(rng):
+    """The dispersion's own terms are summed exactly, so the bounds no longer follow each
+    row's curvature in log alpha (98 times the posterior's with the per-row Taylor bounds
+    used before): no trust region, no warning, looseness below 10."""
+    from pymc_minibatch_mh.bounds.looseness import LooseBoundWarning
+
+    with _hurdle_negative_binomial(rng, 5_000):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", LooseBoundWarning)
+            step = FlyMC(progressbar=False)
+    assert step.bound.region is None
+    assert 1.0 <= step.bound_looseness < 10.0
