@@ -206,3 +206,30 @@ def test_flymc_on_the_exact_bound_keeps_one_move_per_draw_in_every_chain(normal_
         given = FlyMC(progressbar=False, steps_per_draw=3)
     given.reset_tuning()
     assert given.steps_per_draw == 3
+
+
+def test_auto_moves_by_hmc_on_the_exact_normal_likelihood(normal_groups):
+    """Below 20 dimensions too: on the likelihood summed exactly FlyMC's chain is HMC on
+    the posterior itself, one move per draw (a 3-dimensional regression with a free sigma
+    and the fixed-sigma regression). Control: a Student-t likelihood with a free scale
+    (a trust-region bound, data bright at times) keeps the random walk."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=300)
+    with pm.Model():
+        a = pm.Normal("a", 0, 5)
+        b = pm.Normal("b", 0, 5)
+        sigma = pm.HalfNormal("sigma", 2)
+        pm.Normal("y", a + b * x, sigma, observed=1.0 + 0.5 * x + rng.normal(size=300))
+        free = FlyMC(progressbar=False)
+    fixed_model, _, _ = _fixed_sigma_regression()
+    with fixed_model:
+        fixed = FlyMC(progressbar=False)
+    for step in (free, fixed):
+        assert isinstance(step.bound, ExactNormalLikelihood)
+        assert step.theta_update == "hmc" and step.steps_per_draw == 1
+    with pm.Model():
+        a = pm.Normal("a", 0, 5)
+        sigma = pm.HalfNormal("sigma", 2)
+        pm.StudentT("y", nu=4, mu=a + 0.5 * x, sigma=sigma, observed=rng.standard_t(4, 300))
+        student = FlyMC(progressbar=False)
+    assert student.theta_update == "rw"
