@@ -30,7 +30,6 @@ from pymc_minibatch_mh.bounds.looseness import (
     collapsed_looseness,
 )
 from pymc_minibatch_mh.bounds.negative_binomial import negative_binomial_bound
-from pymc_minibatch_mh.bounds.negative_binomial_zeros import negative_binomial_zeros_bound
 from pymc_minibatch_mh.bounds.normal_exact import exact_normal_likelihood
 from pymc_minibatch_mh.bounds.ordinal_taylor import map_tuned_ordinal
 from pymc_minibatch_mh.bounds.poisson_log import map_tuned_poisson_log
@@ -161,8 +160,8 @@ class FlyMC(MinibatchStep):
         ``NegativeBinomial(mu=pm.math.exp(eta), alpha)`` with a fixed or free ``alpha``
         (Jaakkola–Jordan on its ``log sigmoid(log alpha - eta)`` term, global, see
         :mod:`pymc_minibatch_mh.bounds.negative_binomial`), ``ZeroInflatedNegativeBinomial``
-        and ``HurdleNegativeBinomial`` (the same with tangents of the zero parts, global:
-        :mod:`pymc_minibatch_mh.bounds.negative_binomial_zeros`), and, on a trust region,
+        and ``HurdleNegativeBinomial`` (the same with tangents of the zero parts, global),
+        and, on a trust region,
         Gamma with a log-link mean, ``Beta(mu=pm.math.invlogit(eta), nu)``,
         ``ZeroInflatedPoisson`` and ``HurdlePoisson`` with ``mu=pm.math.exp(eta)``, Normal
         and Student-t with a scale per row whose log is affine
@@ -1124,14 +1123,12 @@ def _build_bound(lp, q_map: np.ndarray | None, q_init: np.ndarray, region=None):
     """Bounds of the recognised family: MAP-tuned if ``q_map`` is given, else untuned
     (Poisson-log, Gamma-log: MAP-tuned on the trust region ``region``)."""
     family = lp.family
-    if family == "negative_binomial":
+    if family == "negative_binomial" or family in ODDS_FAMILIES:  # alone, or with zeros
         return negative_binomial_bound(lp, q_map, q_init)
     if family == "poisson_log":
         return map_tuned_poisson_log(lp.design, lp.offset, lp.observed, q_map, region)
     if family == "gamma_log":
         return map_tuned_gamma_log(lp, q_map, region)
-    if family in ODDS_FAMILIES:  # zero-inflated and hurdle negative binomial (global)
-        return negative_binomial_zeros_bound(lp, q_map, q_init)
     if family in ORDINAL:
         return map_tuned_ordinal(lp, q_map, region)
     if family in CHANNEL_DERIVATIVES or getattr(lp, "row_scales", False):

@@ -17,7 +17,7 @@ from finite_differences import numeric_hessian
 from region_models import laplace_setup, region_model
 
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
-from pymc_minibatch_mh.bounds.negative_binomial_zeros import negative_binomial_zeros_bound
+from pymc_minibatch_mh.bounds.negative_binomial import negative_binomial_bound
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 
 KINDS = ("zinb_free", "zinb_fixed_alpha", "hurdle_nb_free", "hurdle_nb_fixed_psi")
@@ -48,7 +48,7 @@ def _worst_violation(bound, lp, points) -> float:
 
 def test_bound_is_below_every_likelihood_everywhere_and_tight_at_the_map(case, rng):
     lp, q_map, far = case
-    bound = negative_binomial_zeros_bound(lp, q_map, q_map)
+    bound = negative_binomial_bound(lp, q_map, q_map)
     assert bound.region is None  # global: no trust region
     assert bound.unbounded_rows.size == 0
     assert_below_and_tight(bound, lp, q_map, far, rng)
@@ -59,14 +59,14 @@ def test_untuned_bound_is_below_every_likelihood_everywhere(case, rng):
     """Anchored at another point with ``xi = 1.5``: still below everywhere."""
     lp, q_map, _ = case
     start = q_map + 0.3
-    bound = negative_binomial_zeros_bound(lp, None, start)
+    bound = negative_binomial_bound(lp, None, start)
     assert not bound.tuned
     assert _worst_violation(bound, lp, _far_points(rng, q_map)) <= 1e-9
 
 
 def test_gradients_and_hessian_match_finite_differences(case, rng):
     lp, q_map, far = case
-    bound = negative_binomial_zeros_bound(lp, q_map, q_map)
+    bound = negative_binomial_bound(lp, q_map, q_map)
     assert_gradients_match(bound, far, rng, np.array([0, 1, 4, 6, 17, 200, 301]))
     numeric = numeric_hessian(bound.log_bound_sum, q_map)
     np.testing.assert_allclose(bound.collapsed.hessian, numeric, rtol=1e-4, atol=1e-3)
@@ -74,14 +74,14 @@ def test_gradients_and_hessian_match_finite_differences(case, rng):
 
 def test_rows_without_a_bound_leave_a_consistent_sum(case, rng):
     lp, q_map, far = case
-    bound = negative_binomial_zeros_bound(lp, q_map, q_map)
+    bound = negative_binomial_bound(lp, q_map, q_map)
     assert_dropped_rows_consistent(bound, lp, far, rng, np.array([0, 1, 4, 9, 250]))
 
 
 def test_a_hurdle_zero_is_summed_exactly(rng):
     """A hurdle's zero depends on psi alone: its bound is its likelihood everywhere."""
     lp, q_map, _ = laplace_setup(*region_model("hurdle_nb_free"))
-    bound = negative_binomial_zeros_bound(lp, q_map, q_map)
+    bound = negative_binomial_bound(lp, q_map, q_map)
     zeros = np.flatnonzero(lp.observed == 0)
     for q in _far_points(rng, q_map, n=20):
         np.testing.assert_allclose(bound.log_bound(q, zeros), lp.loglik(q, zeros), rtol=1e-12)
@@ -93,7 +93,7 @@ def test_negative_control_a_loosened_bound_rises_above_the_likelihood(case, rng,
     ``u`` (hurdle counts, zero-inflated zeros), makes some row's bound exceed its likelihood:
     the checks above have power."""
     lp, q_map, _ = case
-    bound = negative_binomial_zeros_bound(lp, q_map, q_map)
+    bound = negative_binomial_bound(lp, q_map, q_map)
     if control == "halved_curvature":
         wrong = replace(bound, jj_lambda=0.5 * bound.jj_lambda)
     else:
@@ -110,12 +110,12 @@ def test_non_count_observations_are_refused(case):
     lp, q_map, _ = case
     bad = replace(lp, observed=np.where(np.arange(lp.n_data) == 3, 2.5, lp.observed))
     with pytest.raises(UnsupportedBound, match="non-negative integers"):
-        negative_binomial_zeros_bound(bad, q_map, q_map)
+        negative_binomial_bound(bad, q_map, q_map)
 
 
 def test_an_overflowing_dispersion_gives_minus_infinity_not_an_error():
     lp, q_map, _ = laplace_setup(*region_model("zinb_free"))
-    bound = negative_binomial_zeros_bound(lp, q_map, q_map)
+    bound = negative_binomial_bound(lp, q_map, q_map)
     far = q_map + 800.0 * bound.scale_row
     assert bound.log_bound_sum(far) == -np.inf
     assert np.all(np.isneginf(bound.log_bound(far)[lp.observed > 0]))

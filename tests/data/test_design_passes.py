@@ -6,7 +6,7 @@ import pymc as pm
 import pytest
 
 from pymc_minibatch_mh import TunaMH, chunked_data
-from pymc_minibatch_mh.bounds import free_scale, negative_binomial, negative_binomial_zeros
+from pymc_minibatch_mh.bounds import free_scale, negative_binomial
 from pymc_minibatch_mh.bounds.bohning import untuned_bohning
 from pymc_minibatch_mh.bounds.jaakkola_jordan import map_tuned_jaakkola_jordan
 from pymc_minibatch_mh.bounds.lipschitz import _eta_range, _row_norms
@@ -59,10 +59,17 @@ def _passes(design, rng_seed=3):
     # a free-scale quadratic with a shared scale direction, from made-up row coefficients.
     direction = np.r_[np.zeros(P), 1.0]
     nb = negative_binomial._collapsed(
-        design, np.zeros(N), counts, direction, 0.0, None, q, tuned=True
+        "negative_binomial",
+        design,
+        np.zeros(N),
+        counts,
+        (direction, 0.0, None),
+        (None, 0.0, None),
+        q,
+        tuned=True,
     )
     # The same counts with zeros and a hurdle at a fixed psi (odds 1.5).
-    hurdle = negative_binomial_zeros._collapsed(
+    hurdle = negative_binomial._collapsed(
         "hurdle_nb_log",
         design,
         np.zeros(N),
