@@ -91,6 +91,26 @@ def test_multiprocess_sampling_is_reproducible(case, mp_ctx):
         np.testing.assert_array_equal(np.asarray(_stats(a)[name]), np.asarray(_stats(b)[name]))
 
 
+def test_a_step_that_sampled_before_tunes_again_in_worker_processes(case):
+    """A step reused for a second ``pm.sample`` (in process first, then in worker
+    processes, which do not switch tuning on themselves): its draws equal a fresh step's
+    with the same seed, and each chain's setup switches tuning on (the first run ended
+    it). Control: the used step has ``tune`` off until a chain is set up."""
+    spec, model, make_step = case
+    step = make_step()
+    with model:
+        pm.sample(step=step, draws=20, tune=20, chains=1, cores=1, random_seed=4, **QUIET)
+    assert not step.tune  # the control: tuning ended with the first run
+    step.setup_chain(np.random.default_rng(0), 20, 20)
+    assert step.tune
+    step.stop_tuning()  # as the first run left it
+    reused = sample_step(model, lambda: step, None, random_seed=11, chains=2, cores=2)
+    fresh = _sample(case, random_seed=11, chains=2, cores=2)
+    np.testing.assert_array_equal(
+        np.asarray(_posterior(reused)[spec.variable]), np.asarray(_posterior(fresh)[spec.variable])
+    )
+
+
 def test_interrupted_sampling_keeps_draws(case):
     def stop_after_30(trace, draw):
         if draw.draw_idx >= 30:
