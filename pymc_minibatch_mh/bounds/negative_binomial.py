@@ -4,12 +4,12 @@ zero-inflated or with a hurdle; fixed or free dispersion and psi.
 Notation: ``eta_n`` the linear predictor (``mu_n = exp(eta_n)``), ``a = log alpha`` the
 log dispersion, ``t = logit psi``, ``x_n = a - eta_n``, and ``u_n = alpha log sigmoid(x_n)``
 the log probability of a zero under the negative binomial. As
-``log(alpha + mu_n) = a - log sigmoid(x_n)``, the negative binomial's log-likelihood is
+``log(alpha + mu_n) = a - log sigmoid(x_n)``, the negative binomial's log-likelihood is::
 
     NB_n = lgamma(y_n + alpha) - lgamma(alpha) - lgamma(y_n + 1) + y_n (eta_n - a)
            + (alpha + y_n) log sigmoid(x_n),
 
-and a row's log-likelihood is
+and a row's log-likelihood is::
 
     negative binomial:          NB_n
     hurdle,         y = 0:      log sigmoid(-t)
@@ -20,7 +20,7 @@ and a row's log-likelihood is
 (``log(1 - psi + psi e^u) = log sigmoid(-t) + softplus(t + u)``). Three inequalities
 give a lower bound that holds everywhere:
 
-1. Jaakkola and Jordan: ``log sigmoid(x) >= J_n(x) = c_n + x / 2 - lambda_n x^2``, a
+1. Jaakkola and Jordan [2]_: ``log sigmoid(x) >= J_n(x) = c_n + x / 2 - lambda_n x^2``, a
    quadratic in ``x`` touching at ``x = +-xi_n`` (``lambda_n = tanh(xi_n / 2) / (4 xi_n)``);
    so ``alpha J_n(x_n) <= u_n`` as ``alpha > 0``.
 2. ``h`` and ``softplus`` are increasing and convex, so each is at least its tangent at
@@ -30,7 +30,7 @@ give a lower bound that holds everywhere:
 3. The terms in ``alpha`` and ``t`` alone (``lgamma``, ``log sigmoid(+-t)``) are kept
    exactly: they are shared by all rows and sum through a histogram of the counts.
 
-Every row's bound then has the one form
+Every row's bound then has the one form::
 
     log B_n = E_n(a, t) + y_n (eta_n - a) + (alpha w_n + y_n) J_n(x_n) + omega_n t + c_n
 
@@ -41,7 +41,7 @@ zero-inflated zero, else 0) and constants ``c_n``. A hurdle's zero is summed exa
 (``log B_n = log L_n``: never bright). With the anchors at the MAP (``xi_n = |x_n|``,
 ``u0``, ``s0`` there) the bound touches the likelihood there in value and gradient. As
 ``J_n`` is a quadratic in ``q`` (``eta_n`` and ``a`` are affine in ``q``), the sum over
-the rows collapses:
+the rows collapses, as FlyMC needs [1]_::
 
     sum_n log B_n = sum_k c_k lgamma(k + alpha) - N_+ lgamma(alpha) - sum_n lgamma(y_n + 1)
                     + N_+ log sigmoid(t) + N_0 log sigmoid(-t) + sum_n y_n eta_n - a Y
