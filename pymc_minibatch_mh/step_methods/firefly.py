@@ -29,6 +29,7 @@ from pymc_minibatch_mh.bounds.looseness import (
     LooseBoundWarning,
     collapsed_looseness,
 )
+from pymc_minibatch_mh.bounds.negative_binomial import FAMILIES as NEGATIVE_BINOMIAL_FAMILIES
 from pymc_minibatch_mh.bounds.negative_binomial import negative_binomial_bound
 from pymc_minibatch_mh.bounds.normal_exact import exact_normal_likelihood
 from pymc_minibatch_mh.bounds.ordinal_taylor import map_tuned_ordinal
@@ -41,7 +42,7 @@ from pymc_minibatch_mh.bounds.row_cells import (
 )
 from pymc_minibatch_mh.bounds.student_t import map_tuned_student_t, untuned_student_t
 from pymc_minibatch_mh.bounds.sum_bound import SumBound
-from pymc_minibatch_mh.bounds.taylor_remainder import ODDS_FAMILIES, ORDINAL
+from pymc_minibatch_mh.bounds.taylor_remainder import ORDINAL
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius, grown_shape
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation
 from pymc_minibatch_mh.kernels.firefly import (
@@ -1123,7 +1124,7 @@ def _build_bound(lp, q_map: np.ndarray | None, q_init: np.ndarray, region=None):
     """Bounds of the recognised family: MAP-tuned if ``q_map`` is given, else untuned
     (Poisson-log, Gamma-log: MAP-tuned on the trust region ``region``)."""
     family = lp.family
-    if family == "negative_binomial" or family in ODDS_FAMILIES:  # alone, or with zeros
+    if family in NEGATIVE_BINOMIAL_FAMILIES:  # alone, zero-inflated or hurdle
         return negative_binomial_bound(lp, q_map, q_init)
     if family == "poisson_log":
         return map_tuned_poisson_log(lp.design, lp.offset, lp.observed, q_map, region)
