@@ -164,6 +164,19 @@ def _quadratic_sums(design, rows: slice, shift, value, slope, curvature, centre)
 
 
 @dataclass(frozen=True, eq=False)
+class RowNorms:
+    """``||chol' x_n||`` of every design row ``x_n`` (``values``) for one factor ``chol``."""
+
+    chol: np.ndarray
+    values: np.ndarray
+
+    def of(self, chol: np.ndarray) -> np.ndarray | None:
+        """The norms if ``chol`` is the factor they were computed for, else None."""
+        chol = np.asarray(chol)
+        return self.values if np.array_equal(chol, self.chol) else None
+
+
+@dataclass(frozen=True, eq=False)
 class LinearQuadraticBound(OverDesignRows):
     """Per-datum quadratic log-bound of a scalar linear predictor, and its collapsed sum.
 
@@ -191,6 +204,9 @@ class LinearQuadraticBound(OverDesignRows):
         Rows without a bound: ``log B_n = -inf``, left out of the collapsed sum (FlyMC
         keeps them bright and reads them at every iteration, see
         :mod:`pymc_minibatch_mh.kernels.firefly`).
+    row_norms : RowNorms or None
+        ``||L' x_n||`` of every row for one factor ``L``, when the pass that built the
+        bound computed them too (FlyMC's choice of rows to leave unbounded reads them).
     """
 
     design: np.ndarray
@@ -203,6 +219,7 @@ class LinearQuadraticBound(OverDesignRows):
     family: str = "custom"
     region: TrustRegion | None = None
     unbounded: np.ndarray | None = None
+    row_norms: RowNorms | None = None
 
     def without_bounds_on(self, rows: np.ndarray) -> LinearQuadraticBound:
         """The same bound with no bound on ``rows`` (a boolean mask or indices) as well:

@@ -33,10 +33,15 @@ from scipy.special import gammaln, log_expit
 
 from pymc_minibatch_mh.bounds.collapsed import (
     DEFAULT_CHUNK_ENTRIES,
+    CollapsedQuadratic,
     LinearQuadraticBound,
+    RowNorms,
     as_design,
     per_datum,
 )
+from pymc_minibatch_mh.data import blocks as data_blocks
+from pymc_minibatch_mh.data.chunk_pass import design_map_sum
+from pymc_minibatch_mh.data.pass_tally import record_rows
 
 #: xi of the untuned bound in the FlyMC paper.
 UNTUNED_XI = 1.5
@@ -196,12 +201,70 @@ def map_tuned_jaakkola_jordan(
     *,
     chunk_entries: int = DEFAULT_CHUNK_ENTRIES,
     trials=None,
+    row_norms_chol: np.ndarray | None = None,
 ) -> LinearQuadraticBound:
     """MAP-tuned bounds: ``xi_n = |eta_n(q_MAP)|``, so ``B_n(q_MAP) = L_n(q_MAP)`` for all n
-    (``trials``: Binomial rows, see :func:`jaakkola_jordan_bound`)."""
+    (``trials``: Binomial rows, see :func:`jaakkola_jordan_bound`). Bernoulli rows are
+    bounded in one pass, which with ``row_norms_chol`` (a ``(D, D)`` factor ``L``) also
+    computes every row's ``||L' x_n||`` (the bound's ``row_norms``)."""
     design = as_design(design)
     q_map = np.asarray(q_map, dtype=np.float64)
+    if trials is None:
+        return _map_tuned_bernoulli(design, offset, observed, q_map, chunk_entries, row_norms_chol)
     eta = design @ q_map + per_datum(offset, design.shape[0], "offset")
     return jaakkola_jordan_bound(
         design, offset, observed, eta, centre=q_map, chunk_entries=chunk_entries, trials=trials
     )
+
+
+def _map_tuned_bernoulli(
+    design, offset, observed, q_map, chunk_entries, chol=None
+) -> LinearQuadraticBound:
+    """The Bernoulli rows' MAP-tuned bound in one pass: each block's anchors ``eta_n(q_MAP)``,
+    coefficients and collapsed sums together (what :func:`jaakkola_jordan_bound` at
+    ``eta(q_MAP)`` computes in two passes, a product for the anchors and the collapse), and
+    with ``chol`` the rows' norms ``||chol' x_n||``. At the centre ``q_MAP`` every row's
+    residual ``eta_n - anchor_n`` is zero, so the sums are those of the values, of the
+    slopes times the rows and of ``2 a_n x_n x_n'``."""
+    n_data, ndim = design.shape
+    offset = per_datum(offset, n_data, "offset")
+    if chol is not None:
+        chol = np.array(chol, dtype=np.float64)
+    rows, (total, grad, hess) = design_map_sum(
+        design,
+        _bernoulli_block_at,
+        per_row=(offset, _signs(observed, n_data)),
+        args=(q_map, chol),
+        # Blocks of at most the passes' usual size: a block's six (rows, D) temporaries stay
+        # in cache (with 2^21 entries per block the pass took 0.30-0.41 s at N = 10^6, D =
+        # 11, against 0.19 s with 2^19).
+        block_rows=max(1, min(chunk_entries, data_blocks.CHUNK_ENTRIES) // max(1, ndim)),
+    )
+    record_rows(n_data, n_data)
+    anchor, value, slope, curvature = rows[:4]
+    if not np.all(np.isfinite(value)):
+        raise ValueError("The bound's values at its anchors must be finite.")
+    collapsed = CollapsedQuadratic(q_map.copy(), float(total), grad, 0.5 * (hess + hess.T))
+    norms = None if chol is None else RowNorms(chol, rows[4])
+    return LinearQuadraticBound(
+        design, offset, anchor, value, slope, curvature, collapsed, "bernoulli_logit",
+        row_norms=norms,
+    )  # fmt: skip
+
+
+def _bernoulli_block_at(design, rows: slice, offset, signs, q, chol) -> tuple[tuple, tuple]:
+    """One block of :func:`_map_tuned_bernoulli`: ``((anchor, value, slope, curvature[,
+    norms]), (sum of values, gradient, Hessian))`` of its rows' bounds tight at ``q``."""
+    x = design[rows]
+    anchor = x @ q + offset
+    s = signs * anchor
+    value = log_sigmoid(s)
+    curvature = -jj_lambda(s)
+    slope = signs * np.exp(log_sigmoid(-s))
+    scaled = x * np.sqrt(-2.0 * curvature)[:, None]
+    sums = (float(np.sum(value)), x.T @ slope, -(scaled.T @ scaled))
+    per_row = (anchor, value, slope, curvature)
+    if chol is not None:
+        reach = x @ chol
+        per_row += (np.sqrt(np.einsum("ij,ij->i", reach, reach)),)
+    return per_row, sums

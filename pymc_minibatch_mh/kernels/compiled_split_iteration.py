@@ -136,7 +136,7 @@ def brightness_update(state, glm: CompiledGLM, settings, u_dark, offsets, u_cand
     with the numpy path's draws (see :func:`~pymc_minibatch_mh.kernels.logit_numba.
     brightness_update`). Returns the violating row or -1."""
     args = _brightness_args(state, glm, settings, u_dark, offsets, u_candidates)
-    n_bright, row = split_kicks.compiled_loops().brightness_update(*args)
+    n_bright, row, _ = split_kicks.compiled_loops().brightness_update(*args)
     state.store.n_bright = int(n_bright)
     return int(row)
 

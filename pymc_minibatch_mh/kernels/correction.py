@@ -129,8 +129,9 @@ class CorrectionTable:
         """Draw ``X_corr`` (masses renormalised to sum to one)."""
         u = rng.random(size)
         j = np.searchsorted(self._cdf, u, side="right")
-        j = np.minimum(j, self.support.size - 1)
-        return self.support[j]
+        if size is None:  # one draw (each Barker test): no array operations on a scalar
+            return self.support[min(int(j), self.support.size - 1)]
+        return self.support[np.minimum(j, self.support.size - 1)]
 
     @classmethod
     def from_masses(

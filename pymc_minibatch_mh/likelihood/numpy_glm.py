@@ -46,7 +46,7 @@ from scipy.special import expit
 
 from pymc_minibatch_mh.data.chunked_data import ChunkedRows
 from pymc_minibatch_mh.data.row_design import RowDesign
-from pymc_minibatch_mh.kernels.compiled_residuals import compiled_residuals
+from pymc_minibatch_mh.kernels.compiled_residuals import SUMS_MAX_FEATURES, compiled_residuals
 from pymc_minibatch_mh.likelihood.affine_maps import _MODE
 from pymc_minibatch_mh.likelihood.compiled_prior import CompiledPrior, compile_prior
 from pymc_minibatch_mh.likelihood.compiling import compile_function
@@ -185,7 +185,14 @@ class NumpyGLM:
         )
 
     def chunk_derivatives(self, q: np.ndarray, idx: np.ndarray) -> tuple:
-        """``(sum_i l_i, sum_i grad l_i, sum_i hess l_i)`` over the rows ``idx``."""
+        """``(sum_i l_i, sum_i grad l_i, sum_i hess l_i)`` over the rows ``idx`` (for a
+        Bernoulli-logit likelihood of one product design, one compiled loop where numba's
+        cache holds it: :meth:`~pymc_minibatch_mh.kernels.compiled_residuals.BernoulliRows.
+        taylor_sums`, the same sums up to rounding)."""
+        if isinstance(idx, np.ndarray) and idx.dtype.kind in "iu":
+            compiled = compiled_residuals(self.likelihood)
+            if compiled is not None and compiled.coef_map.shape[0] <= SUMS_MAX_FEATURES:
+                return compiled.taylor_sums(q, idx)
         rows, eta = self._predictors(idx, q, design=True)
         d = self._derivatives(rows, eta[:, 0], q)
         value = float(self._values(rows, eta[:, 0], q).sum())

@@ -621,7 +621,7 @@ initial_point, compile_kwargs, blocked
         q_map = None
         if kind == "map":
             q_map = self._map_position(model, initial_point, map_point)
-            if not np.all(np.isfinite(lp.loglik(q_map))):
+            if not self._finite_sum_at(q_map) and not np.all(np.isfinite(lp.loglik(q_map))):
                 raise ValueError("The log-likelihood is not finite at the MAP point.")
             # Tuning chains start where the MAP-tuned bounds are tight.
             self._start_centre = q_map
@@ -643,16 +643,38 @@ initial_point, compile_kwargs, blocked
         with progress_status(status, enabled=self.progressbar):
             return self._bound_on(region)
 
+    def _finite_sum_at(self, q: np.ndarray) -> bool:
+        """Whether the setup's full-data Taylor pass was at ``q`` and its log-likelihood
+        sum is finite: then every row's is (a sum with an infinite or NaN term is not
+        finite), and no pass is needed to check it."""
+        reference = getattr(self, "reference", None)
+        return (
+            reference is not None
+            and np.array_equal(reference.reference, q)
+            and math.isfinite(float(reference.value))
+        )
+
     def _bound_on(self, region):
         """The recognised likelihood's bound on ``region`` (None: the family's bounds are
         global), with the loosest rows left unbounded if its sum would lose precision."""
         parts = getattr(self._lp, "parts", (self._lp,))
-        bounds = [_build_bound(part, self._q_map, self._q_init, region) for part in parts]
+        # The rows' reach over the Laplace fit (for _without_bounds_on_bright_rows), in the
+        # same pass where the family's construction can compute it.
+        chol = self._laplace_chol if self._q_map is not None and len(parts) == 1 else None
+        bounds = [
+            _build_bound(part, self._q_map, self._q_init, region, row_norms_chol=chol)
+            for part in parts
+        ]
         if region is not None:
             bounds = _precise_bounds(bounds, region)
         if len(bounds) == 1 and self._q_map is not None and self._laplace_chol is not None:
             laplace = TrustRegion(self._q_map, self._laplace_chol, 1.0)
             bounds = [_without_bounds_on_bright_rows(bounds[0], laplace)]
+        # The rows' norms served that choice only: N values fewer to hold.
+        bounds = [
+            replace(b, row_norms=None) if getattr(b, "row_norms", None) is not None else b
+            for b in bounds
+        ]
         return bounds[0] if len(bounds) == 1 else SumBound(tuple(bounds), region)
 
     def _trust_region(self, lp, q_map: np.ndarray, chol=None):
@@ -1049,7 +1071,11 @@ def _spreads_on(bound, region) -> np.ndarray:
     """Each row's ``|a_n| reach_n^2`` on ``region``, whether or not the bound needs one."""
     if hasattr(bound, "row_spreads"):  # three channels, ordinal
         return bound.row_spreads(region)
-    reach = region.row_radii() * _row_norms(bound.design, region.chol)
+    known = getattr(bound, "row_norms", None)
+    norms = None if known is None else known.of(region.chol)
+    if norms is None:
+        norms = _row_norms(bound.design, region.chol)
+    reach = region.row_radii() * norms
     if not hasattr(bound, "curvature_eta"):
         return np.abs(bound.curvature) * reach**2
     # Two channels: eta and the free scale (shared, or one per row).
@@ -1120,9 +1146,12 @@ def _needs_region(lp) -> bool:
     )
 
 
-def _build_bound(lp, q_map: np.ndarray | None, q_init: np.ndarray, region=None):
+def _build_bound(
+    lp, q_map: np.ndarray | None, q_init: np.ndarray, region=None, row_norms_chol=None
+):
     """Bounds of the recognised family: MAP-tuned if ``q_map`` is given, else untuned
-    (Poisson-log, Gamma-log: MAP-tuned on the trust region ``region``)."""
+    (Poisson-log, Gamma-log: MAP-tuned on the trust region ``region``). A MAP-tuned
+    Bernoulli bound also holds its rows' norms through ``row_norms_chol``, if given."""
     family = lp.family
     if family in NEGATIVE_BINOMIAL_FAMILIES:  # alone, zero-inflated or hurdle
         return negative_binomial_bound(lp, q_map, q_init)
@@ -1145,7 +1174,9 @@ def _build_bound(lp, q_map: np.ndarray | None, q_init: np.ndarray, region=None):
             return untuned_jaakkola_jordan(
                 lp.design, lp.offset, lp.observed, xi=UNTUNED_XI, centre=q_init, trials=trials
             )
-        return map_tuned_jaakkola_jordan(lp.design, lp.offset, lp.observed, q_map, trials=trials)
+        return map_tuned_jaakkola_jordan(
+            lp.design, lp.offset, lp.observed, q_map, trials=trials, row_norms_chol=row_norms_chol
+        )
     if family == "student_t":
         nu, sigma = lp.params["nu"], lp.params["sigma"]
         if q_map is None:

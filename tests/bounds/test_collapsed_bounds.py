@@ -431,3 +431,36 @@ def test_binomial_of_one_trial_is_the_bernoulli_bound(data):
     q = data["q_true"] + 0.3
     np.testing.assert_allclose(binom.log_bound(q), bern.log_bound(q), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(binom.log_bound_sum(q), bern.log_bound_sum(q), rtol=1e-10)
+
+
+def test_map_tuned_jaakkola_jordan_in_one_pass_equals_two_passes(data):
+    """The MAP-tuned Bernoulli bound, built in one pass (anchors, coefficients and collapsed
+    sums together), is the bound anchored at ``eta(q_MAP)`` and collapsed there in a second
+    pass; the same construction at another point (negative control) is not."""
+    x, off, yb = data["x"], data["offset"], data["y_bern"]
+    q_map = data["q_true"] + 0.05
+    fused = map_tuned_jaakkola_jordan(x, off, yb, q_map, chunk_entries=97 * D)
+    two_pass = jaakkola_jordan_bound(x, off, yb, x @ q_map + off, centre=q_map)
+    for name in ("anchor", "value", "slope", "curvature"):
+        np.testing.assert_allclose(getattr(fused, name), getattr(two_pass, name), rtol=1e-13)
+    points = _random_points(q_map, np.random.default_rng(4))
+    for q in points:
+        np.testing.assert_allclose(
+            fused.log_bound_sum(q), two_pass.log_bound_sum(q), rtol=1e-11, atol=1e-9
+        )
+    elsewhere = map_tuned_jaakkola_jordan(x, off, yb, q_map + 0.1)
+    assert abs(elsewhere.log_bound_sum(q_map) - two_pass.log_bound_sum(q_map)) > 1e-3
+
+
+def test_map_tuned_jaakkola_jordan_row_norms_are_those_of_the_design(data):
+    """The row norms the one-pass construction computes for a factor ``L`` are
+    ``||L' x_n||`` of the design's rows (as FlyMC's separate pass finds them), held for that
+    factor only: another factor gets None (negative control)."""
+    from pymc_minibatch_mh.bounds.lipschitz import _row_norms
+
+    x, off, yb = data["x"], data["offset"], data["y_bern"]
+    chol = np.linalg.cholesky(np.cov(data["rng"].normal(size=(50, D)), rowvar=False))
+    bound = map_tuned_jaakkola_jordan(x, off, yb, data["q_true"], row_norms_chol=chol)
+    np.testing.assert_allclose(bound.row_norms.of(chol), _row_norms(x, chol), rtol=1e-13)
+    assert bound.row_norms.of(2.0 * chol) is None
+    assert map_tuned_jaakkola_jordan(x, off, yb, data["q_true"]).row_norms is None

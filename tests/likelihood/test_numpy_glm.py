@@ -326,6 +326,24 @@ def test_compiled_residuals_equal_numpy_ones(compiled_residual_loop, monkeypatch
         assert compiled_residual_loop.compiled_residuals(other.likelihood) is None
 
 
+def test_compiled_taylor_sums_equal_numpy_ones(compiled_residual_loop, monkeypatch):
+    """A Bernoulli-logit likelihood's Taylor sums (value, gradient, Hessian over a block of
+    rows) from the compiled loop equal numpy's; at another point (negative control) they
+    do not."""
+    glm = _tall(_model("logistic"), True).numpy_glm
+    q = 0.3 * np.random.default_rng(4).standard_normal(glm.likelihood.design.shape[1])
+    idx = np.arange(7, N - 5, dtype=np.int64)
+    assert compiled_residual_loop.compiled_residuals(glm.likelihood) is not None
+    compiled = glm.chunk_derivatives(q, idx)
+    monkeypatch.setattr(compiled_residual_loop, "ENABLED", False)
+    numpy = glm.chunk_derivatives(q, idx)
+    for fast, slow in zip(compiled, numpy, strict=True):
+        np.testing.assert_allclose(fast, slow, rtol=1e-11, atol=1e-11 * np.max(np.abs(slow)))
+    elsewhere = glm.chunk_derivatives(q + 0.1, idx)
+    assert abs(elsewhere[0] - numpy[0]) > 1e-3
+    assert np.max(np.abs(elsewhere[2] - numpy[2])) > 1e-3
+
+
 def test_a_step_draws_the_same_with_the_compiled_residuals(compiled_residual_loop, monkeypatch):
     model = _model("logistic")
     draws = {}
