@@ -39,6 +39,7 @@ from pymc_minibatch_mh.bounds.collapsed import (
     as_design,
     per_datum,
 )
+from pymc_minibatch_mh.bounds.lipschitz import _norms_of_rows
 from pymc_minibatch_mh.data import blocks as data_blocks
 from pymc_minibatch_mh.data.chunk_pass import design_map_sum
 from pymc_minibatch_mh.data.pass_tally import record_rows
@@ -96,6 +97,16 @@ def binomial_jaakkola_jordan_coefficients(
     return value, slope, -n * jj_lambda(anchor)
 
 
+def bernoulli_jaakkola_jordan_coefficients(
+    signs: np.ndarray, anchor: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(value, slope, curvature)`` at ``eta = anchor`` of the Bernoulli rows' bound, with
+    ``signs = 2 y - 1`` (see the module docstring)."""
+    s = signs * anchor
+    # d/d eta log sigmoid(t eta) = t sigmoid(-t eta); the bound shares it at both +-xi.
+    return log_sigmoid(s), signs * np.exp(log_sigmoid(-s)), -jj_lambda(s)
+
+
 def jaakkola_jordan_bound(
     design: np.ndarray,
     offset,
@@ -142,16 +153,16 @@ def jaakkola_jordan_bound(
             family="binomial_logit",
             chunk_entries=chunk_entries,
         )
-    t = _signs(observed, n_data)
-    s = t * anchor
+    value, slope, curvature = bernoulli_jaakkola_jordan_coefficients(
+        _signs(observed, n_data), anchor
+    )
     return LinearQuadraticBound.from_coefficients(
         design,
         offset,
         anchor,
-        value=log_sigmoid(s),
-        # d/d eta log sigmoid(t eta) = t sigmoid(-t eta); the bound shares it at both +-xi.
-        slope=t * np.exp(log_sigmoid(-s)),
-        curvature=-jj_lambda(s),
+        value=value,
+        slope=slope,
+        curvature=curvature,
         centre=centre,
         family="bernoulli_logit",
         chunk_entries=chunk_entries,
@@ -257,14 +268,10 @@ def _bernoulli_block_at(design, rows: slice, offset, signs, q, chol) -> tuple[tu
     norms]), (sum of values, gradient, Hessian))`` of its rows' bounds tight at ``q``."""
     x = design[rows]
     anchor = x @ q + offset
-    s = signs * anchor
-    value = log_sigmoid(s)
-    curvature = -jj_lambda(s)
-    slope = signs * np.exp(log_sigmoid(-s))
+    value, slope, curvature = bernoulli_jaakkola_jordan_coefficients(signs, anchor)
     scaled = x * np.sqrt(-2.0 * curvature)[:, None]
     sums = (float(np.sum(value)), x.T @ slope, -(scaled.T @ scaled))
     per_row = (anchor, value, slope, curvature)
     if chol is not None:
-        reach = x @ chol
-        per_row += (np.sqrt(np.einsum("ij,ij->i", reach, reach)),)
+        per_row += (_norms_of_rows(x, slice(None), chol),)
     return per_row, sums
