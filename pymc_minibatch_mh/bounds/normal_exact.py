@@ -116,8 +116,11 @@ class ExactNormalLikelihood:
     def log_bound_sum(self, q: np.ndarray) -> float:
         """``sum_n log L_n(q)`` over all N rows in O(D^2)."""
         s = self._log_scale(np.asarray(q, dtype=np.float64))
+        inv_var = _inverse_variance(s)
+        if math.isinf(inv_var):
+            return -math.inf
         _, squares = self._squares(q)
-        return -self.n_data * (s + _HALF_LOG_2PI) - 0.5 * squares * math.exp(-2.0 * s)
+        return -self.n_data * (s + _HALF_LOG_2PI) - 0.5 * squares * inv_var
 
     def log_bound_sum_grad(self, q: np.ndarray) -> np.ndarray:
         """Gradient of :meth:`log_bound_sum`, shape ``(D,)``."""
@@ -127,13 +130,21 @@ class ExactNormalLikelihood:
         """:meth:`log_bound_sum` and its gradient with one product by the Gram matrix."""
         q = np.asarray(q, dtype=np.float64)
         s = self._log_scale(q)
-        inv_var = math.exp(-2.0 * s)
+        inv_var = _inverse_variance(s)
+        if math.isinf(inv_var):  # a scale of 1e-308 or less: no finite density, no gradient
+            return -math.inf, np.full(q.shape, np.nan)
         d = q - self.centre
         gram_d = self.gram @ d
         squares = float(self.residual_squares - 2.0 * self.cross @ d + d @ gram_d)
         value = -self.n_data * (s + _HALF_LOG_2PI) - 0.5 * squares * inv_var
         grad = (squares * inv_var - self.n_data) * self.scale_row + inv_var * (self.cross - gram_d)
         return value, grad
+
+
+def _inverse_variance(log_scale: float) -> float:
+    """``exp(-2 s)``, or infinity where that overflows (a trajectory that ran off to a
+    vanishing scale: its density is 0, and a move there is rejected)."""
+    return math.exp(-2.0 * log_scale) if log_scale > -354.0 else math.inf
 
 
 def exact_normal_likelihood(lp: LinearPredictorLikelihood, q_map: np.ndarray):

@@ -44,6 +44,10 @@ from pymc_minibatch_mh.likelihood.taylor import (
     compile_prior_derivatives,
     compile_sum_derivatives,
 )
+from pymc_minibatch_mh.step_methods.centred_coordinates import (
+    CentredCoordinates,
+    in_centred_coordinates,
+)
 from pymc_minibatch_mh.step_methods.construction import (
     ConstructionHooks,
     _check_options,
@@ -104,7 +108,14 @@ class MinibatchStepState(StepMethodState):
     n_data_passes: float
 
 
-class MinibatchStep(ConstructionHooks, ProposalMoves, Tuning, PostTuningChecks, ArrayStepShared):
+class MinibatchStep(
+    ConstructionHooks,
+    ProposalMoves,
+    Tuning,
+    PostTuningChecks,
+    CentredCoordinates,
+    ArrayStepShared,
+):
     """Base class: random-walk proposals in the unconstrained space plus a minibatch test.
 
     Subclasses implement :meth:`_transition` with a kernel from
@@ -136,7 +147,7 @@ class MinibatchStep(ConstructionHooks, ProposalMoves, Tuning, PostTuningChecks, 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "__init__" in cls.__dict__:
-            cls.__init__ = _timed_construction(cls.__dict__["__init__"])
+            cls.__init__ = _timed_construction(in_centred_coordinates(cls.__dict__["__init__"]))
 
     name = "minibatch_mh"
     default_blocked = True

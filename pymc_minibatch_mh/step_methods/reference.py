@@ -117,6 +117,10 @@ def free_rv_values(model: pm.Model, point: dict) -> dict[str, np.ndarray]:
     return result
 
 
+class NoLaplaceFit(ValueError):
+    """The log posterior is not concave at the reference point: no Laplace covariance."""
+
+
 def laplace_covariance(
     proxy: TaylorProxy, prior_hessian: np.ndarray, temperature: float
 ) -> np.ndarray:
@@ -124,7 +128,7 @@ def laplace_covariance(
 
     Raises
     ------
-    ValueError
+    NoLaplaceFit
         If that Hessian is not negative definite (the reference point is not a mode).
     """
     precision = -(proxy.hessian / temperature + prior_hessian)
@@ -132,7 +136,7 @@ def laplace_covariance(
     try:
         chol = np.linalg.cholesky(precision)
     except np.linalg.LinAlgError as err:
-        raise ValueError(
+        raise NoLaplaceFit(
             "The log posterior is not concave at the reference point (its Hessian is not "
             "negative definite), so it has no Laplace covariance there. Pass a "
             "reference_point at a posterior mode (pm.find_MAP may have stopped early), or "
