@@ -105,16 +105,21 @@ def test_deterministic_of_the_effect_is_the_users(grouped_bernoulli):
     assert np.ptp(z, axis=1).min() > 0  # the chain moved
 
 
-def test_points_given_by_the_user_are_read_in_the_users_coordinates():
-    """initial_point and reference_point name z; the step converts them to the twin's."""
-    rng = np.random.default_rng(2)
-    group = rng.integers(0, 4, size=400)
-    y = rng.normal(size=400)
-    with pm.Model():
+def _normal_groups(seed: int, groups: int, n: int) -> pm.Model:
+    """``y ~ Normal((mu + sigma * z)[group], 1)`` on noise: no spread between groups."""
+    rng = np.random.default_rng(seed)
+    group = rng.integers(0, groups, size=n)
+    with pm.Model() as model:
         mu = pm.Normal("mu", 0.0, 1.0)
         sigma = pm.HalfNormal("sigma", 1.0)
-        z = pm.Normal("z", 0.0, 1.0, shape=4)
-        pm.Normal("y", (mu + sigma * z)[group], 1.0, observed=y)
+        z = pm.Normal("z", 0.0, 1.0, shape=groups)
+        pm.Normal("y", (mu + sigma * z)[group], 1.0, observed=rng.normal(size=n))
+    return model
+
+
+def test_points_given_by_the_user_are_read_in_the_users_coordinates():
+    """initial_point and reference_point name z; the step converts them to the twin's."""
+    with _normal_groups(2, 4, 400):
         point = {"mu": np.array(0.1), "sigma_log__": np.array(-0.5), "z": np.full(4, 0.3)}
         step = MinibatchBarker(initial_point=point, reference_point=point)
     assert step.centred_effects == ("z_centred <- z",)
@@ -125,14 +130,8 @@ def test_points_given_by_the_user_are_read_in_the_users_coordinates():
 
 
 def test_user_chosen_block_is_sampled_as_written():
-    rng = np.random.default_rng(3)
-    group = rng.integers(0, 4, size=400)
-    with pm.Model():
-        mu = pm.Normal("mu", 0.0, 1.0)
-        sigma = pm.HalfNormal("sigma", 1.0)
-        z = pm.Normal("z", 0.0, 1.0, shape=4)
-        pm.Normal("y", (mu + sigma * z)[group], 1.0, observed=rng.normal(size=400))
-        step = MinibatchBarker(vars=[mu, sigma, z])
+    with _normal_groups(3, 4, 400) as model:
+        step = MinibatchBarker(vars=[model["mu"], model["sigma"], model["z"]])
     assert step.centred_effects == ()
 
 
@@ -172,13 +171,7 @@ def test_without_a_laplace_fit_in_the_twin_the_model_is_sampled_as_written(monke
         return {**start, "sigma_log__": np.array(-30.0)}
 
     monkeypatch.setattr(centred_coordinates, "find_map", degenerate_mode)
-    rng = np.random.default_rng(5)
-    group = rng.integers(0, 6, size=600)
-    with pm.Model():
-        mu = pm.Normal("mu", 0.0, 1.0)
-        sigma = pm.HalfNormal("sigma", 1.0)
-        z = pm.Normal("z", 0.0, 1.0, shape=6)
-        pm.Normal("y", (mu + sigma * z)[group], 1.0, observed=rng.normal(size=600))
+    with _normal_groups(5, 6, 600):
         step = MinibatchBarker()
     assert step.centred_effects == ()
     assert [v.name for v in step.vars] == ["mu", "sigma_log__", "z"]
