@@ -25,6 +25,10 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
 
+from pymc_minibatch_mh.likelihood.coloured_hessian import (
+    ColouredSumDerivatives,
+    leading_axis_colouring,
+)
 from pymc_minibatch_mh.likelihood.compiling import compile_function, jacobian
 from pymc_minibatch_mh.likelihood.differenced_products import DifferencedProducts
 
@@ -45,12 +49,25 @@ class CompiledPrior:
         ``compile_products() -> p`` with ``p(q, V, idx) -> (value, gradient, (H V)^T)``
         from the Hessian's own graph, called only if the differences of the gradient do
         not settle.
+    shapes : tuple of tuple of int, optional
+        Shapes of the value variables in ``q``: the Hessian of a hierarchy's effects
+        (one long leading axis) then costs a few products, not one per effect
+        (:func:`~pymc_minibatch_mh.likelihood.hessian_colouring.leading_axis_colouring`).
     """
 
-    def __init__(self, ndim: int, function: Callable, compile_products: Callable):
+    def __init__(
+        self,
+        ndim: int,
+        function: Callable,
+        compile_products: Callable,
+        shapes: tuple[tuple[int, ...], ...] = (),
+    ):
         self.ndim = int(ndim)
         self.function = function
-        self._products = DifferencedProducts(lambda q, idx: function(q), compile_products)
+        products = DifferencedProducts(lambda q, idx: function(q), compile_products)
+        self._derivatives = ColouredSumDerivatives(
+            products, leading_axis_colouring(self.ndim, shapes), symmetrise=True
+        )
 
     def value_and_grad(self, q: np.ndarray) -> tuple[float, np.ndarray]:
         value, grad = self.function(np.asarray(q, dtype=np.float64))
@@ -66,16 +83,19 @@ class CompiledPrior:
     def value_grad_hessian(self, q: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """Value, gradient and Hessian (symmetrised)."""
         q = np.asarray(q, dtype=np.float64)
-        value, grad, products = self._products(q, np.eye(q.size), _NO_ROWS)
-        hessian = np.asarray(products, dtype=np.float64).T
-        return float(value), np.array(grad, dtype=np.float64), 0.5 * (hessian + hessian.T)
+        value, grad, hessian = self._derivatives(q, _NO_ROWS)
+        return float(value), np.array(grad, dtype=np.float64), np.asarray(hessian)
 
 
 def compile_prior(
-    q: Variable, prior: Variable, ndim: int, compile_kwargs: dict | None = None
+    q: Variable,
+    prior: Variable,
+    ndim: int,
+    compile_kwargs: dict | None = None,
+    shapes: tuple[tuple[int, ...], ...] = (),
 ) -> CompiledPrior:
     """:class:`CompiledPrior` of the graph ``prior`` in the vector ``q`` (of length
-    ``ndim``)."""
+    ``ndim``, made of value variables of ``shapes``)."""
     compile_kwargs = dict(compile_kwargs or {})
     grad = pt.grad(prior, q, disconnected_inputs="ignore")
     function = compile_function([q], [prior, grad], **compile_kwargs)
@@ -92,4 +112,4 @@ def compile_prior(
 
         return products
 
-    return CompiledPrior(ndim, function, compile_products)
+    return CompiledPrior(ndim, function, compile_products, shapes)

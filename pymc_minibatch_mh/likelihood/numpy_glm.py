@@ -320,7 +320,8 @@ def recognise_numpy_glm(
     if not _evaluated_here(likelihood, ndim):
         return None
     if independent is None:  # a hierarchy, other distributions, potentials: PyMC's prior
-        return NumpyGLM(likelihood, compile_prior(q, prior, ndim))
+        shapes = tuple(np.shape(initial_point[v.name]) for v in value_vars)
+        return NumpyGLM(likelihood, compile_prior(q, prior, ndim, shapes=shapes))
     return NumpyGLM(likelihood, independent) if independent.ndim == ndim else None
 
 

@@ -59,6 +59,8 @@ class TallGraphs:
         current values are held in shared variables).
     compile_kwargs : dict
         The keyword arguments the TallData functions were compiled with.
+    shapes : tuple of tuple of int
+        Shapes of the block's value variables, in the order of ``q``.
     """
 
     q: Variable
@@ -67,6 +69,7 @@ class TallGraphs:
     prior: Variable
     likelihood_outside_block: tuple[str, ...]
     compile_kwargs: dict
+    shapes: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass
@@ -259,6 +262,7 @@ def build_tall_data(
             if v.name not in {w.name for w in value_vars}
         ),
         compile_kwargs=compile_kwargs,
+        shapes=tuple(np.shape(initial_point[v.name]) for v in value_vars),
     )
     q0 = np.concatenate(
         [np.asarray(initial_point[v.name], dtype=q_var.dtype).ravel() for v in value_vars]

@@ -263,7 +263,9 @@ def compile_prior_derivatives(tall_data: TallData) -> Callable:
     if tall_data.numpy_glm is not None:
         return tall_data.numpy_glm.prior_derivatives
     graphs = _graphs_of(tall_data)
-    prior = compile_prior(graphs.q, graphs.prior, tall_data.ndim, graphs.compile_kwargs)
+    prior = compile_prior(
+        graphs.q, graphs.prior, tall_data.ndim, graphs.compile_kwargs, graphs.shapes
+    )
     return prior.value_grad_hessian
 
 

@@ -54,6 +54,7 @@ from pymc_minibatch_mh.step_methods.construction import (
     block_value_vars,
     no_residuals,
 )
+from pymc_minibatch_mh.step_methods.marginal_reference import MarginalMode
 from pymc_minibatch_mh.step_methods.monitor import PostTuningChecks, PostTuningTally
 from pymc_minibatch_mh.step_methods.proposal_mixture import ProposalMoves
 from pymc_minibatch_mh.step_methods.reference import block_position, find_map
@@ -242,6 +243,9 @@ class MinibatchStep(
             proposal = self._auto_proposal(control_variates)
 
         self.reference: TaylorProxy | None = None
+        #: The hierarchy's scales and their marginal precision where the reference is a
+        #: Laplace-marginal mode (:mod:`.marginal_reference`); else None.
+        self._marginal_scales: MarginalMode | None = None
         self._taylor_derivatives = None
         self._residual_diff = None
         self._image_maps = None
@@ -304,7 +308,7 @@ class MinibatchStep(
             whole_model = {v.name for v in vars} == {v.name for v in model.value_vars}
             try:
                 if reference_point is None and whole_model:
-                    self.reference = functions.get(
+                    self.reference, self._marginal_scales = functions.get(
                         ("reference", self.temperature, image is not None),
                         lambda: self._newton_reference(model, initial_point),
                     )

@@ -32,6 +32,7 @@ from pymc_minibatch_mh.likelihood.batching import probe_indices
 from pymc_minibatch_mh.likelihood.data_support import explain_non_finite_rows
 from pymc_minibatch_mh.likelihood.glm_families import user_distribution
 from pymc_minibatch_mh.likelihood.glm_likelihoods import UnsupportedLikelihood
+from pymc_minibatch_mh.likelihood.hierarchy import group_scale_coordinates
 from pymc_minibatch_mh.likelihood.image import LikelihoodImage
 from pymc_minibatch_mh.likelihood.inspection import described_datum_inputs
 from pymc_minibatch_mh.likelihood.smoothness import kinks
@@ -43,11 +44,16 @@ from pymc_minibatch_mh.likelihood.taylor import (
     compile_residual_diff,
 )
 from pymc_minibatch_mh.progress import progress_status
+from pymc_minibatch_mh.step_methods.marginal_reference import (
+    MarginalMode,
+    marginal_scale_mode,
+)
 from pymc_minibatch_mh.step_methods.monitor import NOISY_RATIO_CAUSE
 from pymc_minibatch_mh.step_methods.proposal_mixture import PROPOSALS
 from pymc_minibatch_mh.step_methods.reference import (
     MODE_NEWTON_TOLERANCE,
     SUBSAMPLE_NEWTON_TOLERANCE,
+    NoLaplaceFit,
     block_position,
     find_map,
     laplace_covariance,
@@ -210,16 +216,50 @@ class ConstructionHooks:
 
     def _laplace_factor(self) -> np.ndarray:
         """Cholesky factor of the Laplace covariance at the reference point; ValueError
-        where the log posterior is not concave there."""
+        where the log posterior is not concave there.
+
+        At a hierarchy's marginal reference (``_marginal_scales``) the joint log density
+        need not be concave in the scales: the covariance then joins the group effects'
+        conditional one with the scales' marginal precision."""
         prior_hessian = self._prior_derivatives(self.reference.reference)[2]
-        cov = laplace_covariance(self.reference, prior_hessian, self.temperature)
+        try:
+            cov = laplace_covariance(self.reference, prior_hessian, self.temperature)
+        except NoLaplaceFit:
+            fit = self._marginal_scales
+            if fit is None:
+                raise
+            cov = laplace_covariance(
+                self.reference,
+                prior_hessian,
+                self.temperature,
+                marginal_scales=(fit.scale_index, fit.scale_precision),
+            )
         return np.linalg.cholesky(cov)
 
-    def _newton_reference(self, model: pm.Model, initial_point: dict) -> TaylorProxy:
-        """Taylor sums at the posterior mode, found by Newton steps whose passes are the
-        Taylor passes themselves (:func:`newton_map`); ``pm.find_MAP`` from the best point
-        reached if Newton does not converge."""
+    def _newton_reference(
+        self, model: pm.Model, initial_point: dict
+    ) -> tuple[TaylorProxy, MarginalMode | None]:
+        """Taylor sums at the reference point, and the hierarchy's marginal fit if any.
+
+        With the scales of a hierarchy in the block (:func:`group_scale_coordinates`) the
+        reference is the scales' Laplace-marginal mode (:func:`marginal_scale_mode`): a
+        joint mode would run off to a zero scale. Otherwise it is the posterior mode,
+        found by Newton steps whose passes are the Taylor passes themselves
+        (:func:`newton_map`), with ``pm.find_MAP`` from the best point reached if Newton
+        does not converge."""
         start = block_position(initial_point, self.vars)
+        scales = group_scale_coordinates(model, self.vars, initial_point)
+        if scales is not None:
+            status = f"{type(self).__name__}: marginal mode of the hierarchy's scales"
+            with progress_status(status, enabled=self.progressbar):
+                fit = marginal_scale_mode(
+                    lambda q: self._taylor_at(q, progressbar=False),
+                    self._prior_derivatives,
+                    start,
+                    scales,
+                    temperature=self.temperature,
+                )
+            return fit.proxy, fit
         status = f"{type(self).__name__}: Newton search for the posterior mode"
         with progress_status(status, enabled=self.progressbar):
             rows = newton_subsample(self.tall_data.n_data)
@@ -241,11 +281,11 @@ class ConstructionHooks:
                 tolerance=MODE_NEWTON_TOLERANCE,
             )
         if result.converged:
-            return result.proxy
+            return result.proxy, None
         point = dict(initial_point)
         point.update(_unravel(result.position, self.vars, initial_point))
         reference_point = find_map(model, point, progressbar=self.progressbar)
-        return self._taylor_at(block_position(reference_point, self.vars))
+        return self._taylor_at(block_position(reference_point, self.vars)), None
 
     def _compile_residuals(self, image: LikelihoodImage | None):
         """The residual function of the control variates (in ``q`` or in the image)."""

@@ -122,9 +122,18 @@ class NoLaplaceFit(ValueError):
 
 
 def laplace_covariance(
-    proxy: TaylorProxy, prior_hessian: np.ndarray, temperature: float
+    proxy: TaylorProxy,
+    prior_hessian: np.ndarray,
+    temperature: float,
+    *,
+    marginal_scales: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Inverse of the negative Hessian of the tempered log posterior at the reference point.
+
+    With ``marginal_scales = (index, precision)`` (a hierarchy's Laplace-marginal
+    reference, :mod:`.marginal_reference`), the rows and columns of the scale
+    coordinates ``index`` are replaced by their marginal ``precision`` (cross terms
+    dropped): the joint density need not be concave in the scales there.
 
     Raises
     ------
@@ -133,12 +142,18 @@ def laplace_covariance(
     """
     precision = -(proxy.hessian / temperature + prior_hessian)
     precision = 0.5 * (precision + precision.T)
+    if marginal_scales is not None:
+        index, scale_precision = marginal_scales
+        precision[index, :] = 0.0
+        precision[:, index] = 0.0
+        precision[np.ix_(index, index)] = scale_precision
     try:
         chol = np.linalg.cholesky(precision)
     except np.linalg.LinAlgError as err:
+        where = "in the group effects " if marginal_scales is not None else ""
         raise NoLaplaceFit(
-            "The log posterior is not concave at the reference point (its Hessian is not "
-            "negative definite), so it has no Laplace covariance there. Pass a "
+            f"The log posterior is not concave {where}at the reference point (its Hessian "
+            "is not negative definite), so it has no Laplace covariance there. Pass a "
             "reference_point at a posterior mode (pm.find_MAP may have stopped early), or "
             "use proposal='rw'."
         ) from err
@@ -238,9 +253,9 @@ def newton_map(
     position = np.asarray(start, dtype=np.float64).copy()
     proxy = taylor_at(position)
     passes = 1
-    value = _log_posterior(proxy, prior_at(position), temperature)[0]
+    value = posterior_sums(proxy, prior_at(position), temperature)[0]
     while passes < max_passes:
-        value, gradient, hessian = _log_posterior(proxy, prior_at(position), temperature)
+        value, gradient, hessian = posterior_sums(proxy, prior_at(position), temperature)
         direction, definite = _newton_direction(gradient, hessian)
         decrement = float(gradient @ direction)
         # A small decrement where the Hessian is not definite is a saddle (e.g. where a
@@ -256,7 +271,7 @@ def newton_map(
                 trial_proxy = None
             passes += 1
             if trial_proxy is not None:
-                trial_value = _log_posterior(trial_proxy, prior_at(trial), temperature)[0]
+                trial_value = posterior_sums(trial_proxy, prior_at(trial), temperature)[0]
                 if math.isfinite(trial_value) and trial_value >= value + 1e-4 * length * decrement:
                     position, proxy = trial, trial_proxy
                     break
@@ -266,7 +281,9 @@ def newton_map(
     return NewtonResult(position, proxy, False, passes)
 
 
-def _log_posterior(proxy: TaylorProxy, prior: tuple, temperature: float):
+def posterior_sums(proxy: TaylorProxy, prior: tuple, temperature: float) -> tuple:
+    """``(value, gradient, hessian)`` of the log posterior from the likelihood's Taylor
+    sums (tempered by ``temperature``) and the prior's ``(value, gradient, hessian)``."""
     prior_value, prior_gradient, prior_hessian = prior
     return (
         proxy.value / temperature + float(prior_value),

@@ -8,12 +8,12 @@ from pymc.pytensorf import make_shared_replacements
 
 from pymc_minibatch_mh.likelihood import build_tall_data
 from pymc_minibatch_mh.likelihood import hessian_colouring as colouring_module
-from pymc_minibatch_mh.likelihood.differenced_products import DifferencedProducts
-from pymc_minibatch_mh.likelihood.hessian_colouring import (
+from pymc_minibatch_mh.likelihood.coloured_hessian import (
     ColouredSumDerivatives,
     HessianColouring,
-    hessian_colouring,
 )
+from pymc_minibatch_mh.likelihood.differenced_products import DifferencedProducts
+from pymc_minibatch_mh.likelihood.hessian_colouring import hessian_colouring
 from pymc_minibatch_mh.likelihood.taylor import compile_chunk_derivatives
 
 N, GROUPS = 3_000, 40

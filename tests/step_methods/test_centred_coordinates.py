@@ -161,16 +161,31 @@ def test_lkj_slopes_model_is_accepted_by_the_exact_steps():
             assert int(np.asarray(idata.sample_stats["batch_size"]).sum()) == 0
 
 
+def test_a_twin_without_a_joint_mode_is_expanded_at_its_marginal_mode():
+    """No spread between groups in the data: the twin's joint density grows without bound
+    as sigma -> 0, but the marginal mode of its scale exists and has a Laplace fit, so
+    the step samples the twin."""
+    with _normal_groups(5, 6, 600):
+        step = MinibatchBarker()
+    assert step.centred_effects == ("z_centred <- z",)
+    assert step._marginal_scales is not None and step._laplace_chol is not None
+
+
 def test_without_a_laplace_fit_in_the_twin_the_model_is_sampled_as_written(monkeypatch):
-    """The twin's own mode has no Laplace fit (no spread between groups in the data: its
-    density grows without bound as sigma -> 0), and neither has the image of a degenerate
-    user mode (sigma = e^-30): the step keeps the user's form."""
-    from pymc_minibatch_mh.step_methods import centred_coordinates
+    """Neither the twin's reference (its marginal search made to fail) nor the image of a
+    degenerate user mode (sigma = e^-30) has a Laplace fit: the step keeps the user's
+    form."""
+    from pymc_minibatch_mh.step_methods import centred_coordinates, construction
+    from pymc_minibatch_mh.step_methods.reference import NoLaplaceFit
 
     def degenerate_mode(model, start, progressbar):
         return {**start, "sigma_log__": np.array(-30.0)}
 
+    def no_marginal_fit(*args, **kwargs):
+        raise NoLaplaceFit("no marginal fit (made to fail by the test)")
+
     monkeypatch.setattr(centred_coordinates, "find_map", degenerate_mode)
+    monkeypatch.setattr(construction, "marginal_scale_mode", no_marginal_fit)
     with _normal_groups(5, 6, 600):
         step = MinibatchBarker()
     assert step.centred_effects == ()
