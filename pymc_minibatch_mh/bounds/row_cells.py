@@ -184,6 +184,11 @@ class CellTable:
         # Sorted keys (the draws form a multiset): cells, and the rows read, come in order.
         cell = np.searchsorted(cell_cum, sorted_uniforms(rng, n) * cell_cum[-1], side="right")
         cell = np.minimum(cell, weights.size - 1)
+        return self.rows_in(rng, cell)
+
+    def rows_in(self, rng: np.random.Generator, cell: np.ndarray) -> np.ndarray:
+        """One row of each given cell, with probability ``c_i / C_cell`` within it."""
+        n = cell.size
         start = self.cells.starts[cell]
         base = np.where(start > 0, self.cumulative[np.maximum(start - 1, 0)], 0.0)
         u = base + rng.random(n) * self.cell_totals[cell]

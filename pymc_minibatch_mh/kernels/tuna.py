@@ -112,6 +112,10 @@ class TunaInfo:
     region_exits : int
         1 if the proposal fell outside the box or trust region on which the bound holds
         (rejected without reading data), else 0.
+    group_accept : float
+        The share of groups accepted by the sweep that followed the move
+        (:mod:`pymc_minibatch_mh.kernels.group_sweep`; its rows count in ``batch_size``),
+        NaN without one.
     """
 
     accepted: bool
@@ -122,6 +126,7 @@ class TunaInfo:
     n_kept: int
     chi: float
     region_exits: int = 0
+    group_accept: float = math.nan
 
 
 # ------------------------------------------------------------------ the two formulas

@@ -24,6 +24,16 @@ from pymc_minibatch_mh.likelihood.graph_tools import ancestors
 MIN_EFFECTS = 3
 
 
+def block_coordinates(block: Sequence, point: dict) -> dict[str, np.ndarray]:
+    """The positions in the step's ``q`` vector of every value variable of ``block``."""
+    offsets, start = {}, 0
+    for var in block:
+        size = int(np.size(point[var.name]))
+        offsets[var.name] = np.arange(start, start + size)
+        start += size
+    return offsets
+
+
 def group_scale_coordinates(model: pm.Model, block: Sequence, point: dict) -> np.ndarray | None:
     """Positions, in the step's ``q`` vector, of the hierarchy's scale coordinates.
 
@@ -46,11 +56,7 @@ def group_scale_coordinates(model: pm.Model, block: Sequence, point: dict) -> np
         Sorted positions, or None when the block holds no such scale (or only scales,
         with nothing left to integrate).
     """
-    offsets, start = {}, 0
-    for var in block:
-        size = int(np.size(point[var.name]))
-        offsets[var.name] = np.arange(start, start + size)
-        start += size
+    offsets = block_coordinates(block, point)
     value_of = {rv: model.rvs_to_values[rv].name for rv in model.free_RVs}
     scales: set[str] = set()
     for rv in model.free_RVs:
@@ -69,6 +75,6 @@ def group_scale_coordinates(model: pm.Model, block: Sequence, point: dict) -> np
     if not scales:
         return None
     index = np.sort(np.concatenate([offsets[name] for name in scales]))
-    if index.size == start:
+    if index.size == sum(positions.size for positions in offsets.values()):
         return None
     return index

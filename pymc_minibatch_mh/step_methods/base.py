@@ -82,6 +82,12 @@ def _largest(values) -> float:
     return max(finite) if finite else math.nan
 
 
+def _mean_of_finite(values) -> float:
+    """The mean of a draw's finite per-transition values (NaN if none is)."""
+    finite = [float(v) for v in values if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else math.nan
+
+
 #: How a draw's per-transition info fields become one sample stat when ``steps_per_draw``
 #: > 1 (default: :func:`_largest`).
 _REDUCERS = {
@@ -93,6 +99,7 @@ _REDUCERS = {
     "n_kept": sum,
     "chi": lambda xs: xs[-1],
     "region_exits": sum,
+    "group_accept": _mean_of_finite,
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pymc as pm
@@ -30,7 +31,7 @@ from pymc_minibatch_mh.bounds.taylor_remainder import (
 )
 from pymc_minibatch_mh.bounds.trust_region import RADIUS_MARGIN, default_radius, grown_shape
 from pymc_minibatch_mh.data.pass_tally import record_rows
-from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow
+from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation
 from pymc_minibatch_mh.kernels.proposals import ProposalMixture
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.kernels.tuna import (
@@ -38,6 +39,7 @@ from pymc_minibatch_mh.kernels.tuna import (
     BOUND_RTOL,
     ChiAdaptation,
     PairBound,
+    TunaInfo,
     TunaSettings,
     tuna_kernel,
 )
@@ -50,6 +52,7 @@ from pymc_minibatch_mh.likelihood.linear_predictor import (
 )
 from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep, MinibatchStepState
 from pymc_minibatch_mh.step_methods.construction import normal_with_free_scale
+from pymc_minibatch_mh.step_methods.group_moves import GroupMoves
 from pymc_minibatch_mh.step_methods.region_check import (
     check_region,
     cover_flat_directions,
@@ -87,9 +90,10 @@ class TunaStepState(MinibatchStepState):
     region_shape: np.ndarray | None
     excluded_mass: float
     tuning_spread: CovarianceWindow
+    group_adaptation: ScaleAdaptation
 
 
-class TunaMH(MinibatchStep):
+class TunaMH(GroupMoves, MinibatchStep):
     """TunaMH: exact minibatch MH with a Poisson number of data points per step (**exact**).
 
     Each step proposes a move ``q'`` in the unconstrained space, draws
@@ -211,6 +215,14 @@ class TunaMH(MinibatchStep):
         then every cell's ellipsoid of ``sqrt(|T|) + 8`` Laplace sds. Kept off when there
         are more than 20,000 cells or fewer than 4 rows per cell. ``False`` uses one metric
         for the whole block.
+    group_moves : bool, default True
+        With row cells whose groups have coordinates of their own (the effects of a
+        multilevel model, given the shared coordinates independent between groups):
+        follow every move by a sweep that moves every group's effects by a random walk
+        and accepts or rejects each group by its own TunaMH test on its own rows
+        (:mod:`pymc_minibatch_mh.kernels.group_sweep`; one array operation for all
+        groups). Exact; the groups' scale is tuned to an acceptance of 0.4.
+        ``group_moves_unavailable`` says why a model has no sweep.
     precondition : bool, default True
         For automatic bounds: while tuning, whiten the metric with the tuned proposal
         covariance (rebuilding ``c`` and its cumulative table when it changes). Both are
@@ -242,8 +254,10 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
     Sample stats: ``accepted``, ``accept`` (``min(1, r)``), ``batch_size`` (the Poisson
     draw ``B``, ejected points included, or ``N`` on a full-data step), ``n_lik_evals``
     (``2 B``), ``poisson_draws`` (``B``; 0 on a full-data step), ``n_kept``, ``scaling``,
-    ``chi`` and ``region_exits`` (proposals outside the box or trust region of the
-    bound). With ``steps_per_draw > 1`` counts are summed over the inner steps.
+    ``chi``, ``region_exits`` (proposals outside the box or trust region of the
+    bound) and ``group_accept`` (the share of groups a sweep accepted, NaN without
+    sweeps; their rows count in ``batch_size``). With ``steps_per_draw > 1`` counts are
+    summed over the inner steps.
 
     Cost and limits: ``E[B] = chi C^2 M^2 + C M``. With the Lipschitz bounds above,
     ``C M`` grows like ``sqrt(N / K)`` at the usual random-walk scale, and the noise of
@@ -294,6 +308,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         "chi": (np.float64, []),
         "region_exits": (np.int64, []),
         "excluded_mass": (np.float64, []),
+        "group_accept": (np.float64, []),
     }
     default_target_accept = 0.25
     # The remainder bounds are derived for a Taylor proxy in the block coordinates.
@@ -311,6 +326,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         precondition: bool = True,
         trust_radius: float | None = None,
         row_cells: bool = True,
+        group_moves: bool = True,
         **kwargs,
     ):
         if trust_radius is not None and not (math.isfinite(trust_radius) and trust_radius > 0):
@@ -387,6 +403,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         # The window dropped when the proposal last changed (kept for stop_tuning).
         self.previous_chi_adaptation = None
         self._last_cm2 = math.nan
+        self._init_group_moves(group_moves, self._model, initial_point)
 
     # ---------------------------------------------------------------- construction hooks
     def _default_steps(self) -> int:
@@ -622,6 +639,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         self.region_shape = None
         self.excluded_mass = math.nan
         self.tuning_spread = tuning_spread(self.tall_data.ndim)
+        self.group_adaptation = self._untuned_group_adaptation
 
     def stop_tuning(self) -> None:
         """Fix ``chi``: the tuned window's, not a re-seed after a last-step proposal change.
@@ -752,12 +770,21 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         return _CHI_WHEN_IRRELEVANT if chi is None else chi
 
     def _transition(self, state: ChainState):
+        if self.proposal is None:  # a model of groups and nothing shared: sweeps alone
+            settings = TunaSettings(
+                chi=self.chi or _CHI_WHEN_IRRELEVANT, temperature=self.temperature
+            )
+            state, sweep = self._group_sweep(state, settings)
+            rows = sweep.group_rows
+            accept = sweep.group_accept
+            info = TunaInfo(accept > 0, accept, rows, 2 * rows, 0, 0, settings.chi, 0, accept)
+            return state, info
         chi = self._chi_for_step(state)
         proposal, log_q_ratio = self._propose(state)
         if self.chi_adaptation is not None and self.tune and self.adapt:
             self._last_cm2 = self._cm2(state.position, proposal)
         settings = TunaSettings(chi=chi, temperature=self.temperature)
-        return tuna_kernel(
+        state, info = tuna_kernel(
             self.rng,
             state,
             proposal,
@@ -766,6 +793,13 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
             self.bound,
             settings,
             self.index_table,
+        )
+        if not self.group_moves:
+            return state, info
+        state, sweep = self._group_sweep(state, settings)
+        rows = info.batch_size + sweep.group_rows
+        return state, replace(
+            info, batch_size=rows, n_lik_evals=2 * rows, group_accept=sweep.group_accept
         )
 
 

@@ -40,3 +40,21 @@ def sample_step(model: pm.Model, step_class, step_kwargs=None, **sample_kwargs):
     sample_kwargs = {"draws": 100, "tune": 100, "chains": 1, "cores": 1, **QUIET, **sample_kwargs}
     with model:
         return pm.sample(step=step_class(**(step_kwargs or {})), **sample_kwargs)
+
+
+def moment_problems(idata, name: str, mean, sd, z_tol: float, sd_tol: float) -> list[str]:
+    """Coordinates of ``name`` (a vector) whose posterior mean is more than ``z_tol`` Monte
+    Carlo standard errors (ESS-scaled) from ``mean``, or whose sd is more than ``sd_tol``
+    (relative) from ``sd``: one message each."""
+    import arviz as az
+
+    size = len(mean)
+    flat = np.asarray(idata.posterior[name]).reshape(-1, size)
+    ess = np.asarray(az.ess(idata, var_names=[name])[name])
+    problems = []
+    for g in range(size):
+        z = (flat[:, g].mean() - mean[g]) / (sd[g] / np.sqrt(ess[g]))
+        ratio = flat[:, g].std() / sd[g]
+        if abs(z) > z_tol or abs(ratio - 1.0) > sd_tol:
+            problems.append(f"{name}[{g}]: mean off by {z:.1f} MCSE, sd ratio {ratio:.3f}")
+    return problems

@@ -11,13 +11,12 @@ temperature 2 (a tempered posterior, too wide).
 
 from __future__ import annotations
 
-import arviz as az
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
 from scipy import special
-from step_sampling import QUIET
+from step_sampling import QUIET, moment_problems
 
 from pymc_minibatch_mh import FlyMC, MinibatchBarker, TunaMH
 
@@ -54,17 +53,7 @@ def _grid_moments(ones: np.ndarray, sizes: np.ndarray):
 
 
 def _problems(idata, mean: np.ndarray, sd: np.ndarray) -> list[str]:
-    draws = np.asarray(idata.posterior["z"])
-    ess = np.asarray(az.ess(idata, var_names=["z"])["z"])
-    flat = draws.reshape(-1, GROUPS)
-    problems = []
-    for g in range(GROUPS):
-        mcse = sd[g] / np.sqrt(ess[g])
-        z = (flat[:, g].mean() - mean[g]) / mcse
-        ratio = flat[:, g].std() / sd[g]
-        if abs(z) > Z_TOL or abs(ratio - 1.0) > SD_TOL:
-            problems.append(f"z[{g}]: mean off by {z:.1f} MCSE, sd ratio {ratio:.3f}")
-    return problems
+    return moment_problems(idata, "z", mean, sd, Z_TOL, SD_TOL)
 
 
 def _sample(model, step):

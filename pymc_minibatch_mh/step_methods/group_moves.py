@@ -1,0 +1,213 @@
+"""Group sweeps for a step: which coordinates are a group's own, their proposal, their tuning.
+
+:class:`GroupMoves` is a mixin of :class:`~pymc_minibatch_mh.step_methods.tuna.TunaMH`.
+After every ordinary move the step runs a sweep of
+:func:`~pymc_minibatch_mh.kernels.group_sweep.group_tuna_sweep` when the model is a
+multilevel one whose groups can be told apart: the remainder bound has row cells, some
+coordinates are touched by the rows of one cell only (the group's effects), the proxy's
+Hessian has no block between two groups, and the log prior splits into one term per
+group plus a rest that does not read the groups (:mod:`~pymc_minibatch_mh.likelihood.group_priors`).
+``group_moves_unavailable`` says why a model gets no sweep.
+
+With sweeps the ordinary move changes only the shared coordinates (HMC on the surrogate,
+or the random walk, whitened by the Laplace fit's covariance of the shared coordinates
+given the groups; no independence moves, no covariance refits): a move of every
+coordinate at once would need a test over the residuals of every group, which reads
+most rows in a model of many groups. A model without shared coordinates is sampled by
+sweeps alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pymc.pytensorf import make_shared_replacements
+from scipy import linalg
+
+from pymc_minibatch_mh.bounds.row_cells import CellTable
+from pymc_minibatch_mh.kernels.adaptation import ScaleAdaptation, adapt_scale
+from pymc_minibatch_mh.kernels.control_variates import ControlVariateTarget, ImageTaylorProxy
+from pymc_minibatch_mh.kernels.gaussian_flow import GaussianFlow
+from pymc_minibatch_mh.kernels.group_sweep import GroupBlocks, GroupSweepInfo, group_tuna_sweep
+from pymc_minibatch_mh.kernels.proposals import ProposalMixture, RandomWalkProposal
+from pymc_minibatch_mh.kernels.surrogate_hmc import SurrogateHMC
+from pymc_minibatch_mh.kernels.target import ChainState
+from pymc_minibatch_mh.kernels.tuna import TunaSettings
+from pymc_minibatch_mh.likelihood.group_priors import group_prior_terms, split_holds
+from pymc_minibatch_mh.step_methods.proposal_mixture import SURROGATE_TRANSITIONS
+
+#: Fewer groups than this and a model is not treated as multilevel.
+MIN_GROUPS = 3
+#: Acceptance rate the groups' random-walk scale is tuned to (one or two coordinates
+#: per group: near the optimum of a low-dimensional random walk).
+GROUP_TARGET_ACCEPT = 0.4
+#: A Hessian entry between two groups larger than this, relative to the largest, means
+#: the rows of one group read another's effects: no sweep.
+CROSS_GROUP_RTOL = 1e-10
+
+
+class GroupMoves:
+    """Sweeps over a multilevel model's groups (a mixin; see the module docstring)."""
+
+    def _init_group_moves(self, enabled: bool, model, initial_point) -> None:
+        """Find the groups once, at construction; ``group_moves_unavailable`` says why not."""
+        self._group_blocks = None
+        self._group_prior = None
+        self.group_moves_unavailable = (
+            self._find_groups(model, initial_point) if enabled else "turned off (group_moves=False)"
+        )
+        self._untuned_group_adaptation = ScaleAdaptation(np.log(2.38 / np.sqrt(self._width())))
+        self.group_adaptation = self._untuned_group_adaptation
+        if self._group_blocks is not None:
+            self._moves_on_shared_coordinates()
+
+    def _width(self) -> int:
+        return 1 if self._group_blocks is None else self._group_blocks.width
+
+    @property
+    def group_moves(self) -> bool:
+        """Whether every move is followed by a sweep over the groups."""
+        return self._group_blocks is not None
+
+    def _find_groups(self, model, initial_point) -> str | None:
+        target = self.target
+        if not isinstance(target, ControlVariateTarget) or target.coordinates is not None:
+            return "it needs control variates with a proxy in the sampled coordinates"
+        if isinstance(self.reference, ImageTaylorProxy):
+            return "the proxy is expanded in the likelihood's image"
+        table = self.index_table
+        if not isinstance(table, CellTable):
+            return "the rows do not fall into cells that touch few coordinates"
+        cells = table.cells
+        ndim = self.tall_data.ndim
+        touched = cells.columns[cells.columns < ndim]
+        count = np.bincount(touched, minlength=ndim)
+        cols = cells.columns
+        alone = (cols < ndim) & (count[np.minimum(cols, ndim - 1)] == 1)
+        owner_cell = np.full(ndim, -1)
+        owner_cell[cols[alone]] = np.nonzero(alone)[0]
+        group_cells = np.unique(owner_cell[owner_cell >= 0])
+        if group_cells.size < MIN_GROUPS:
+            return f"fewer than {MIN_GROUPS} groups have coordinates of their own"
+        group_of_cell = np.full(cells.n_cells, -1)
+        group_of_cell[group_cells] = np.arange(group_cells.size)
+        owner = np.where(owner_cell >= 0, group_of_cell[np.maximum(owner_cell, 0)], -1)
+        reason = _cross_group_curvature(self.reference.hessian, owner)
+        if reason is not None:
+            return reason
+        shared = make_shared_replacements(initial_point, self.vars, model)
+        terms, reason = group_prior_terms(
+            model, self.vars, initial_point, owner, shared, self.tall_data.graphs.compile_kwargs
+        )
+        if terms is None:
+            return reason
+        centre = self.reference.reference
+        if not split_holds(terms, self.tall_data.logprior, centre, owner, np.random.default_rng(0)):
+            return "the log prior reads the group effects outside their own priors (a Potential?)"
+        columns = _padded_columns(owner, group_cells.size, ndim)
+        inverse = linalg.solve_triangular(self._laplace_chol, np.eye(ndim), lower=True)
+        chol = _conditional_factors(inverse, columns, ndim)
+        self._shared_factor = _shared_factor(inverse, np.flatnonzero(owner < 0))
+        exact_rows = exact_groups = None
+        if self.bound.exact_rows is not None and self.bound.exact_rows.size:
+            groups = group_of_cell[cells.cell_of_row[self.bound.exact_rows]]
+            exact_rows = self.bound.exact_rows[groups >= 0]
+            exact_groups = groups[groups >= 0]
+        self._group_blocks = GroupBlocks(group_cells, columns, chol, exact_rows, exact_groups)
+        self._group_prior = terms
+        return None
+
+    def _moves_on_shared_coordinates(self) -> None:
+        """The ordinary move of a step with sweeps: the shared coordinates only."""
+        factor = self._shared_factor
+        if factor is None:
+            self._untuned_proposal = self.proposal = None  # sweeps alone
+            return
+        untuned = self._untuned_proposal
+        local = untuned.random_walk if isinstance(untuned, ProposalMixture) else untuned
+        n_shared = int(np.count_nonzero(np.diag(factor)))
+        if isinstance(local, SurrogateHMC | GaussianFlow):
+            moves, scaling = SurrogateHMC(factor, SURROGATE_TRANSITIONS), n_shared**-0.25
+        else:
+            moves, scaling = RandomWalkProposal(factor), 2.38 / np.sqrt(n_shared)
+        self._untuned_proposal = self.proposal = moves
+        self._untuned_adaptation = self.adaptation = ScaleAdaptation(float(np.log(scaling)))
+        self.adapt_cov = False
+        self.cov_window = None
+        if not self._user_steps:
+            self.steps_per_draw = self._untuned_steps_per_draw = self.default_steps_per_draw
+
+    def _group_sweep(self, state: ChainState, settings: TunaSettings):
+        """One sweep; tunes the groups' scale while tuning."""
+        blocks = self._group_blocks
+        table = self.index_table
+        if not isinstance(table, CellTable) or table.cells.n_cells <= int(blocks.cells.max()):
+            return state, GroupSweepInfo(np.nan, 0)  # the bound lost its cells
+        state, info = group_tuna_sweep(
+            self.rng,
+            state,
+            blocks,
+            self.group_adaptation.scaling,
+            self.target,
+            self.bound,
+            table,
+            self._group_prior,
+            settings,
+        )
+        if self.tune and self.adapt:
+            self.group_adaptation = adapt_scale(
+                self.group_adaptation, info.group_accept, GROUP_TARGET_ACCEPT
+            )
+        return state, info
+
+
+def _cross_group_curvature(hessian: np.ndarray, owner: np.ndarray) -> str | None:
+    """Why the proxy couples two groups (a Hessian entry between them), or None."""
+    own = np.flatnonzero(owner >= 0)
+    block = np.abs(hessian[np.ix_(own, own)])
+    groups = owner[own]
+    between = groups[:, None] != groups[None, :]
+    largest = float(np.abs(hessian).max()) if hessian.size else 0.0
+    if between.any() and float(block[between].max()) > CROSS_GROUP_RTOL * largest:
+        return "the log-likelihood couples the effects of different groups"
+    return None
+
+
+def _padded_columns(owner: np.ndarray, n_groups: int, ndim: int) -> np.ndarray:
+    """Each group's own coordinates, in order, padded with ``ndim``; shape (G, w)."""
+    order = np.argsort(owner, kind="stable")
+    order = order[owner[order] >= 0]
+    counts = np.bincount(owner[order], minlength=n_groups)
+    columns = np.full((n_groups, int(counts.max())), ndim, dtype=np.int64)
+    slot = np.arange(order.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    columns[owner[order], slot] = order
+    columns.setflags(write=False)
+    return columns
+
+
+def _shared_factor(inverse: np.ndarray, shared: np.ndarray) -> np.ndarray | None:
+    """A (D, D) factor of the shared coordinates' covariance given the groups under the
+    Laplace fit, ``(P_ss)^{-1}`` with ``P = S^{-1} = L^{-T} L^{-1}``, zero elsewhere (a move
+    ``q + F u`` leaves the groups where they are); None without shared coordinates."""
+    if shared.size == 0:
+        return None
+    ndim = inverse.shape[0]
+    block = inverse[:, shared]
+    factor = np.zeros((ndim, ndim))
+    factor[np.ix_(shared, shared)] = np.linalg.cholesky(np.linalg.inv(block.T @ block))
+    factor.setflags(write=False)
+    return factor
+
+
+def _conditional_factors(inverse: np.ndarray, columns: np.ndarray, ndim: int) -> np.ndarray:
+    """Cholesky factors of each group's covariance given the rest under the Laplace fit
+    ``S = L L^T``: ``(P_gg)^{-1}`` with ``P = S^{-1}``, from ``inverse = L^{-1}``; zero on
+    the padding."""
+    padded = np.concatenate([inverse, np.zeros((ndim, 1))], axis=1)[:, columns]  # (D, G, w)
+    precision = np.einsum("rga,rgb->gab", padded, padded)
+    pad = columns >= ndim
+    width = columns.shape[1]
+    precision[:, np.arange(width), np.arange(width)] += pad  # identity on the padding
+    factors = np.linalg.cholesky(np.linalg.inv(precision))
+    factors *= ~pad[:, :, None] & ~pad[:, None, :]
+    factors.setflags(write=False)
+    return factors
