@@ -23,13 +23,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
+from scipy import sparse
 
 from pymc_minibatch_mh.data import blocks as data_blocks
 from pymc_minibatch_mh.data.chunk_pass import all_rows
 from pymc_minibatch_mh.kernels.target import TallTarget, per_row_in_blocks
+
+#: A proxy Hessian of at least this many rows with at most this share of non-zeros is
+#: multiplied in sparse form.
+SPARSE_MIN_SIZE = 200
+SPARSE_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -55,15 +62,32 @@ class TaylorProxy:
 
     def diff(self, q_new: np.ndarray, q_old: np.ndarray) -> float:
         """``sum_i [p_i(q_new) - p_i(q_old)] = G.d + d^T H s / 2`` with ``d = q_new - q_old``
-        and ``s = q_new + q_old - 2 q*``; ``O(D^2)``."""
+        and ``s = q_new + q_old - 2 q*``; ``O(D^2)`` (the Hessian's non-zeros when sparse)."""
         d = q_new - q_old
         s = q_new + q_old - 2.0 * self.reference
-        return float(self.gradient @ d + 0.5 * (d @ (self.hessian @ s)))
+        return float(self.gradient @ d + 0.5 * (d @ self.hessian_dot(s)))
 
     def total(self, q: np.ndarray) -> float:
         """``sum_i p_i(q)``: the proxy of the full-data log-likelihood at ``q``."""
         a = q - self.reference
-        return float(self.value + self.gradient @ a + 0.5 * (a @ (self.hessian @ a)))
+        return float(self.value + self.gradient @ a + 0.5 * (a @ self.hessian_dot(a)))
+
+    def hessian_dot(self, v: np.ndarray) -> np.ndarray:
+        """``H v``, through a sparse copy of ``H`` when most of it is zero (a multilevel
+        model: effects of different groups never meet in a row)."""
+        compressed = self._sparse_hessian
+        return self.hessian @ v if compressed is None else compressed @ v
+
+    @cached_property
+    def _sparse_hessian(self):
+        """``H`` in CSR form when at most :data:`SPARSE_SHARE` of it is non-zero and it is
+        large enough for that to pay, else None."""
+        hessian = np.asarray(self.hessian)
+        if hessian.ndim != 2 or hessian.shape[0] < SPARSE_MIN_SIZE:
+            return None
+        if np.count_nonzero(hessian) > SPARSE_SHARE * hessian.size:
+            return None
+        return sparse.csr_array(hessian)
 
 
 @dataclass(frozen=True)

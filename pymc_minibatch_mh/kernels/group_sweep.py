@@ -182,7 +182,7 @@ def group_tuna_sweep(
     live = np.isfinite(log_r)
     x_new, x_old = proposal, position
     proxy = target.proxy
-    drift = proxy.gradient + 0.5 * (proxy.hessian @ (x_new + x_old - 2.0 * proxy.reference))
+    drift = proxy.gradient + 0.5 * proxy.hessian_dot(x_new + x_old - 2.0 * proxy.reference)
     log_r = log_r + np.where(live, blocks.sums(drift * (x_new - x_old)) * inv_k, 0.0)
 
     cells = table.cells

@@ -33,6 +33,7 @@ from pymc_minibatch_mh.kernels.surrogate_hmc import SurrogateHMC
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.kernels.tuna import TunaSettings
 from pymc_minibatch_mh.likelihood.group_priors import group_prior_terms, split_holds
+from pymc_minibatch_mh.likelihood.surrogate import compile_surrogate_density
 from pymc_minibatch_mh.step_methods.proposal_mixture import SURROGATE_TRANSITIONS
 
 #: Fewer groups than this and a model is not treated as multilevel.
@@ -106,7 +107,8 @@ class GroupMoves:
         columns = _padded_columns(owner, group_cells.size, ndim)
         inverse = linalg.solve_triangular(self._laplace_chol, np.eye(ndim), lower=True)
         chol = _conditional_factors(inverse, columns, ndim)
-        self._shared_factor = _shared_factor(inverse, np.flatnonzero(owner < 0))
+        self._shared_coordinates = np.flatnonzero(owner < 0)
+        self._shared_factor = _shared_factor(inverse, self._shared_coordinates)
         exact_rows = exact_groups = None
         if self.bound.exact_rows is not None and self.bound.exact_rows.size:
             groups = group_of_cell[cells.cell_of_row[self.bound.exact_rows]]
@@ -119,22 +121,72 @@ class GroupMoves:
     def _moves_on_shared_coordinates(self) -> None:
         """The ordinary move of a step with sweeps: the shared coordinates only."""
         factor = self._shared_factor
+        self._prior_and_grad = None
         if factor is None:
             self._untuned_proposal = self.proposal = None  # sweeps alone
             return
         untuned = self._untuned_proposal
         local = untuned.random_walk if isinstance(untuned, ProposalMixture) else untuned
-        n_shared = int(np.count_nonzero(np.diag(factor)))
+        shared = self._shared_coordinates
         if isinstance(local, SurrogateHMC | GaussianFlow):
-            moves, scaling = SurrogateHMC(factor, SURROGATE_TRANSITIONS), n_shared**-0.25
+            # HMC on the surrogate in the shared coordinates alone: O(d_s D) per move.
+            block = factor[np.ix_(shared, shared)]
+            moves, scaling = SurrogateHMC(block, SURROGATE_TRANSITIONS), shared.size**-0.25
+            self._prior_and_grad = self._shared_functions.get(
+                "surrogate_prior", lambda: compile_surrogate_density(self.tall_data, proxy=False)
+            )
         else:
-            moves, scaling = RandomWalkProposal(factor), 2.38 / np.sqrt(n_shared)
+            moves, scaling = RandomWalkProposal(factor), 2.38 / np.sqrt(shared.size)
         self._untuned_proposal = self.proposal = moves
         self._untuned_adaptation = self.adaptation = ScaleAdaptation(float(np.log(scaling)))
         self.adapt_cov = False
         self.cov_window = None
         if not self._user_steps:
             self.steps_per_draw = self._untuned_steps_per_draw = self.default_steps_per_draw
+
+    def _propose(self, state: ChainState) -> tuple[np.ndarray, float]:
+        """With sweeps and HMC moves: HMC on the surrogate as a function of the shared
+        coordinates, the groups held where they are (its proposal ratio is the
+        surrogate's density ratio, as for the moves of every coordinate)."""
+        if self._group_blocks is None or self._prior_and_grad is None:
+            return super()._propose(state)
+        shared = self._shared_coordinates
+        position = state.position
+        g, h_s, h_ss, x_ref = self._shared_proxy_terms()
+        rest = position - x_ref
+        rest[shared] = 0.0
+        linear = (
+            g[shared] + h_s @ rest
+        )  # the proxy's gradient in the shared coordinates at x_s = x_ref_s
+        base = x_ref[shared]
+
+        def density(x_s):
+            q = position.copy()
+            q[shared] = x_s
+            value, grad = self._prior_and_grad(q)
+            offset = x_s - base
+            curved = h_ss @ offset
+            total = float(value) + float(linear @ offset) + 0.5 * float(offset @ curved)
+            return total, np.asarray(grad)[shared] + linear + curved
+
+        moved, log_q_ratio, self._inner_accept = self.proposal(
+            self.rng, position[shared], self.adaptation.scaling, density
+        )
+        self._move_independent = self._move_flow = False
+        proposal = position.copy()
+        proposal[shared] = moved
+        return proposal, log_q_ratio
+
+    def _shared_proxy_terms(self):
+        """``(g, H[shared, :], H[shared, shared], x_ref)`` of the tempered proxy, once per
+        expansion point."""
+        cached = getattr(self, "_shared_proxy", None)
+        if cached is None or cached[0] is not self.reference:
+            g, h, x_ref = self._tempered_proxy_terms()
+            h_s = h[self._shared_coordinates]
+            cached = (self.reference, g, h_s, h_s[:, self._shared_coordinates], x_ref)
+            self._shared_proxy = cached
+        return cached[1:]
 
     def _group_sweep(self, state: ChainState, settings: TunaSettings):
         """One sweep; tunes the groups' scale while tuning."""

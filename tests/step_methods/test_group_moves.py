@@ -151,3 +151,71 @@ def test_split_check_sees_a_term_outside_the_group_priors():
     rng = np.random.default_rng(0)
     assert group_priors.split_holds(terms, plain, np.zeros(groups), owner, rng)
     assert not group_priors.split_holds(terms, coupled, np.zeros(groups), owner, rng)
+
+
+SHARED_GROUPS = 6
+
+
+@pytest.fixture(scope="module")
+def groups_and_a_slope():
+    """Six groups' intercepts ``a_g ~ Normal(0, 1)`` and a shared slope ``b ~ Normal(0, 1)``
+    of a covariate: given ``b`` the groups are independent, so every marginal is a 2-D grid
+    integral (over ``b``, and each ``a_g`` given ``b``)."""
+    rng = np.random.default_rng(533)
+    sizes = rng.integers(15, 60, size=SHARED_GROUPS)
+    group = np.repeat(np.arange(SHARED_GROUPS), sizes)
+    x = rng.normal(size=group.size)
+    truth = rng.normal(0.0, 1.0, size=SHARED_GROUPS)
+    y = (rng.random(group.size) < special.expit(truth[group] + 0.8 * x)).astype(np.int8)
+    with pm.Model() as model:
+        a = pm.Normal("a", 0.0, 1.0, shape=SHARED_GROUPS)
+        b = pm.Normal("b", 0.0, 1.0)
+        pm.Bernoulli("y", logit_p=a[group] + b * x, observed=y)
+    b_grid = np.linspace(-2.5, 4.0, 651)
+    a_grid = np.linspace(-6.0, 6.0, 1201)
+    sign = 2.0 * y - 1.0
+    log_z = np.zeros((SHARED_GROUPS, b_grid.size))
+    a_mean = np.zeros_like(log_z)
+    a_second = np.zeros_like(log_z)
+    for g in range(SHARED_GROUPS):
+        rows = group == g
+        eta = a_grid[:, None, None] + b_grid[None, :, None] * x[rows][None, None, :]
+        log_lik = special.log_expit(sign[rows] * eta).sum(axis=2) - 0.5 * a_grid[:, None] ** 2
+        top = log_lik.max(axis=0)
+        w = np.exp(log_lik - top)
+        log_z[g] = np.log(w.sum(axis=0)) + top
+        w /= w.sum(axis=0)
+        a_mean[g] = (w * a_grid[:, None]).sum(axis=0)
+        a_second[g] = (w * a_grid[:, None] ** 2).sum(axis=0)
+    log_post_b = log_z.sum(axis=0) - 0.5 * b_grid**2
+    pb = np.exp(log_post_b - log_post_b.max())
+    pb /= pb.sum()
+    mean = np.append(a_mean @ pb, pb @ b_grid)
+    second = np.append(a_second @ pb, pb @ b_grid**2)
+    return model, mean, np.sqrt(second - mean**2)
+
+
+def _shared_problems(idata, mean, sd) -> list[str]:
+    problems = moment_problems(idata, "a", mean[:-1], sd[:-1], Z_TOL, SD_TOL)
+    idata.posterior["b_vector"] = idata.posterior["b"].expand_dims("one", axis=-1)
+    return problems + moment_problems(idata, "b_vector", mean[-1:], sd[-1:], Z_TOL, SD_TOL)
+
+
+def test_sweeps_and_shared_moves_are_exact_together(groups_and_a_slope):
+    """The shared slope moves by HMC on the surrogate in its own coordinate, the groups by
+    sweeps: both exact, so every marginal matches the grid."""
+    model, mean, sd = groups_and_a_slope
+    with model:
+        step = TunaMH()
+    assert step.group_moves, step.group_moves_unavailable
+    assert step._shared_coordinates.size == 1
+    problems = _shared_problems(_sample(model, step), mean, sd)
+    assert not problems, problems
+
+
+def test_negative_control_tempered_shared_model_fails(groups_and_a_slope):
+    model, mean, sd = groups_and_a_slope
+    with model:
+        step = TunaMH(temperature=2.0)
+    assert step.group_moves
+    assert _shared_problems(_sample(model, step), mean, sd)
