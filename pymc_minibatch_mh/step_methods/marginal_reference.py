@@ -38,6 +38,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from pymc_minibatch_mh.kernels.control_variates import TaylorProxy
+from pymc_minibatch_mh.step_methods.definite_solve import definite_factor
 from pymc_minibatch_mh.step_methods.reference import NoLaplaceFit, newton_map, posterior_sums
 
 #: Largest number of rounds (each one full-data pass) of maximising ``F`` on the Taylor
@@ -273,12 +274,11 @@ class _ConditionalSearch:
             return
         self._last = (key, found.proxy.full)
         value, _, hessian = posterior_sums(found.proxy, prior(found.position), self._temperature)
-        try:
-            chol = np.linalg.cholesky(-0.5 * (hessian + hessian.T))
-        except np.linalg.LinAlgError:
+        factor = definite_factor(-0.5 * (hessian + hessian.T))
+        if factor is None:
             self._values[key] = (-math.inf, found.position)
             return
-        marginal = value - float(np.sum(np.log(np.diag(chol))))
+        marginal = value - 0.5 * factor.log_det
         if not math.isfinite(marginal):
             self._values[key] = (-math.inf, found.position)
             return

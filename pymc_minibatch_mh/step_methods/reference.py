@@ -11,8 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 import pymc as pm
 from pytensor.graph.basic import Variable
+from scipy import linalg
 
 from pymc_minibatch_mh.kernels.control_variates import TaylorProxy
+from pymc_minibatch_mh.step_methods.definite_solve import definite_factor
 
 
 def block_position(point: dict, value_vars: Sequence[Variable]) -> np.ndarray:
@@ -303,12 +305,9 @@ def _newton_direction(gradient: np.ndarray, hessian: np.ndarray) -> tuple[np.nda
     """
     precision = -0.5 * (hessian + hessian.T)
     scale = max(float(np.mean(np.abs(np.diag(precision)))), 1e-12)
-    try:
-        chol = np.linalg.cholesky(precision)
-    except np.linalg.LinAlgError:
-        pass
-    else:
-        return np.linalg.solve(chol.T, np.linalg.solve(chol, gradient)), True
+    factor = definite_factor(precision)
+    if factor is not None:
+        return factor.solve(gradient), True
     lowest = float(np.linalg.eigvalsh(precision)[0])
     damping = max(-2.0 * lowest, 1e-6 * scale)
     for _ in range(30):
@@ -317,5 +316,5 @@ def _newton_direction(gradient: np.ndarray, hessian: np.ndarray) -> tuple[np.nda
         except np.linalg.LinAlgError:
             damping *= 10.0
             continue
-        return np.linalg.solve(chol.T, np.linalg.solve(chol, gradient)), False
+        return linalg.cho_solve((chol, True), gradient), False
     return gradient / scale, False  # no definite damping found: a short gradient step
