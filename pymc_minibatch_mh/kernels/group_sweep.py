@@ -38,12 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pymc_minibatch_mh.kernels.target import ChainState
-from pymc_minibatch_mh.kernels.tuna import (
-    TunaSettings,
-    _artanh_argument,
-    _keep_probability,
-    check_bound,
-)
+from pymc_minibatch_mh.kernels.tuna import TunaSettings, thinned_draws
 
 
 @dataclass(frozen=True, eq=False)
@@ -201,11 +196,8 @@ def group_tuna_sweep(
         idx = table.rows_in(rng, blocks.cells[group_of_draw])
         d = -np.asarray(target.loglik_diff(x_new, x_old, idx), dtype=np.float64) * inv_k
         b = bound.c[idx] * cell_metric[group_of_draw] * inv_k
-        check_bound(d, b, 1.0, idx, bound.description)
-        d = np.clip(d, -b, b)
-        group_total = totals[group_of_draw]
-        kept = rng.random(idx.size) < _keep_probability(d, b, 1.0, chi, group_total)
-        terms = 2.0 * np.arctanh(_artanh_argument(d[kept], b[kept], 1.0, chi, group_total[kept]))
+        kept, x = thinned_draws(rng, d, b, chi, totals[group_of_draw], idx, bound.description)
+        terms = 2.0 * np.arctanh(x)
         log_r = log_r + np.bincount(group_of_draw[kept], terms, minlength=n_groups)
 
     idx, group_of_row = _rows_read_exactly(cells, blocks, live, exact)

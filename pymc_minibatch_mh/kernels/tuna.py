@@ -303,14 +303,27 @@ def poisson_log_ratio(
     idx = pair.sample(rng, n_draws)
     d = -np.asarray(target.loglik_diff(proposal, position, idx), dtype=np.float64) * inv_k
     b = pair.row_bounds(idx) * inv_k
-    check_bound(d, b, 1.0, idx, bound.description)
-    d = np.clip(d, -b, b)  # only rounding-level changes after the check
-    kept = rng.random(n_draws) < _keep_probability(d, b, 1.0, chi, total)
+    kept, x = thinned_draws(rng, d, b, chi, total, idx, bound.description)
     n_kept = int(kept.sum())
     if n_kept == 0:
         return 0.0, n_draws, 0
-    x = _artanh_argument(d[kept], b[kept], 1.0, chi, total)
     return float(2.0 * np.sum(np.arctanh(x))), n_draws, n_kept
+
+
+def thinned_draws(rng, d, b, chi, total, idx, description: str):
+    """TunaMH's test on the drawn data: check ``|d_i| <= b_i``, keep each draw with
+    probability ``(chi b_i B + (b_i + d_i) / 2) / (chi b_i B + b_i)`` and return the kept
+    mask and the artanh arguments of the kept draws (``log r`` gains ``2 artanh`` of each).
+
+    ``d`` are the energy differences at the step's temperature, ``b`` their bounds and
+    ``total`` the bounds' sum ``B``: one number, or one per draw when draws from several
+    independent tests are handled together (:mod:`~pymc_minibatch_mh.kernels.group_sweep`).
+    """
+    check_bound(d, b, 1.0, idx, description)
+    d = np.clip(d, -b, b)  # only rounding-level changes after the check
+    kept = rng.random(d.size) < _keep_probability(d, b, 1.0, chi, total)
+    kept_total = total[kept] if np.ndim(total) else total
+    return kept, _artanh_argument(d[kept], b[kept], 1.0, chi, kept_total)
 
 
 @dataclass(frozen=True, eq=False)

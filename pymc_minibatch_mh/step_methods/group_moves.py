@@ -56,13 +56,11 @@ class GroupMoves:
         self.group_moves_unavailable = (
             self._find_groups(model, initial_point) if enabled else "turned off (group_moves=False)"
         )
-        self._untuned_group_adaptation = ScaleAdaptation(np.log(2.38 / np.sqrt(self._width())))
+        width = 1 if self._group_blocks is None else self._group_blocks.width
+        self._untuned_group_adaptation = ScaleAdaptation(np.log(2.38 / np.sqrt(width)))
         self.group_adaptation = self._untuned_group_adaptation
         if self._group_blocks is not None:
             self._moves_on_shared_coordinates()
-
-    def _width(self) -> int:
-        return 1 if self._group_blocks is None else self._group_blocks.width
 
     @property
     def group_moves(self) -> bool:
@@ -80,9 +78,8 @@ class GroupMoves:
             return "the rows do not fall into cells that touch few coordinates"
         cells = table.cells
         ndim = self.tall_data.ndim
-        touched = cells.columns[cells.columns < ndim]
-        count = np.bincount(touched, minlength=ndim)
         cols = cells.columns
+        count = np.bincount(cols[cols < ndim], minlength=ndim)
         alone = (cols < ndim) & (count[np.minimum(cols, ndim - 1)] == 1)
         owner_cell = np.full(ndim, -1)
         owner_cell[cols[alone]] = np.nonzero(alone)[0]
@@ -130,13 +127,16 @@ class GroupMoves:
         shared = self._shared_coordinates
         if isinstance(local, SurrogateHMC | GaussianFlow):
             # HMC on the surrogate in the shared coordinates alone: O(d_s D) per move.
-            block = factor[np.ix_(shared, shared)]
-            moves, scaling = SurrogateHMC(block, SURROGATE_TRANSITIONS), shared.size**-0.25
+            moves, scaling = SurrogateHMC(factor, SURROGATE_TRANSITIONS), shared.size**-0.25
             self._prior_and_grad = self._shared_functions.get(
                 "surrogate_prior", lambda: compile_surrogate_density(self.tall_data, proxy=False)
             )
         else:
-            moves, scaling = RandomWalkProposal(factor), 2.38 / np.sqrt(shared.size)
+            # A random walk of the whole vector that leaves the groups where they are.
+            ndim = self.tall_data.ndim
+            embedded = np.zeros((ndim, ndim))
+            embedded[np.ix_(shared, shared)] = factor
+            moves, scaling = RandomWalkProposal(embedded), 2.38 / np.sqrt(shared.size)
         self._untuned_proposal = self.proposal = moves
         self._untuned_adaptation = self.adaptation = ScaleAdaptation(float(np.log(scaling)))
         self.adapt_cov = False
@@ -237,17 +237,13 @@ def _padded_columns(owner: np.ndarray, n_groups: int, ndim: int) -> np.ndarray:
 
 
 def _shared_factor(inverse: np.ndarray, shared: np.ndarray) -> np.ndarray | None:
-    """A (D, D) factor of the shared coordinates' covariance given the groups under the
-    Laplace fit, ``(P_ss)^{-1}`` with ``P = S^{-1} = L^{-T} L^{-1}``, zero elsewhere (a move
-    ``q + F u`` leaves the groups where they are); None without shared coordinates."""
+    """A Cholesky factor of the shared coordinates' covariance given the groups under the
+    Laplace fit, ``(P_ss)^{-1}`` with ``P = S^{-1} = L^{-T} L^{-1}``; None without shared
+    coordinates."""
     if shared.size == 0:
         return None
-    ndim = inverse.shape[0]
     block = inverse[:, shared]
-    factor = np.zeros((ndim, ndim))
-    factor[np.ix_(shared, shared)] = np.linalg.cholesky(np.linalg.inv(block.T @ block))
-    factor.setflags(write=False)
-    return factor
+    return np.linalg.cholesky(np.linalg.inv(block.T @ block))
 
 
 def _conditional_factors(inverse: np.ndarray, columns: np.ndarray, ndim: int) -> np.ndarray:
