@@ -78,6 +78,9 @@ class AustereInfo:
         Per-datum log-likelihood evaluations (``2 * batch_size``).
     t_stat : float
         The t statistic ``(mean - mu0) / s`` when the test stopped (+-inf at s = 0).
+    group_accept : float
+        The share of groups the step's group sweep accepted (set by the step; NaN without
+        a sweep).
     """
 
     accepted: bool
@@ -85,6 +88,7 @@ class AustereInfo:
     batch_size: int
     n_lik_evals: int
     t_stat: float
+    group_accept: float = math.nan
 
 
 def t_statistic(

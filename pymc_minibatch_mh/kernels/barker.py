@@ -75,6 +75,9 @@ class BarkerInfo:
         ``s^2``: estimated variance of ``Delta*`` when the test was made (0 on full data).
     clt_error : float
         Estimated CLT error bound of the decision (0 on full data, NaN if no data used).
+    group_accept : float
+        The share of groups the step's group sweep accepted (set by the step; NaN without
+        a sweep).
     """
 
     accepted: bool
@@ -83,6 +86,7 @@ class BarkerInfo:
     n_lik_evals: int
     delta_var: float
     clt_error: float
+    group_accept: float = math.nan
 
 
 def barker_probability(delta: float) -> float:

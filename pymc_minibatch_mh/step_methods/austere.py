@@ -9,11 +9,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from pymc_minibatch_mh.kernels.austere import AustereSettings, austere_kernel
+from pymc_minibatch_mh.kernels.austere import AustereInfo, AustereSettings, austere_kernel
 from pymc_minibatch_mh.kernels.austere_design import AustereDesign, design_austere_test
+from pymc_minibatch_mh.kernels.group_minibatch import GroupAustereTest
 from pymc_minibatch_mh.kernels.subsample import UsedRows
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep
+from pymc_minibatch_mh.step_methods.group_moves import GroupMoves
 from pymc_minibatch_mh.step_methods.proposal_mixture import HIGH_DIM
 
 #: Worst-case probability that one default sequential test decides unlike exact MH (up to
@@ -65,7 +67,7 @@ def default_tolerance(ndim: int) -> float:
     return DEFAULT_TOLERANCE * min(1.0, math.sqrt(HIGH_DIM / max(int(ndim), 1)))
 
 
-class Austere(MinibatchStep):
+class Austere(GroupMoves, MinibatchStep):
     """Austerity MH: a sequential Student-t test on minibatches (**approximate**).
 
     Each step proposes a move in the unconstrained space (by default a mixture of
@@ -126,6 +128,16 @@ class Austere(MinibatchStep):
         :func:`default_tolerance`: in many dimensions wrong decisions add up).
     temperature : float, default 1
         ``K``: the likelihood is raised to ``1/K``; the prior is not tempered.
+    group_moves : bool, default True
+        In a multilevel model whose rows fall into groups with effects of their own (given
+        the shared coordinates independent between groups): follow every move of the shared
+        coordinates by a sweep that moves every group's effects by a random walk and
+        decides each group by the sequential t test (level ``epsilon``) on rows of its own
+        group, 3, 6, 12, ... of them, or on all of them
+        (:mod:`pymc_minibatch_mh.kernels.group_minibatch`; one array operation for all
+        groups). A test over every group's residuals at once would read most of N. The
+        groups' scale is tuned to an acceptance of 0.4. ``group_moves_unavailable`` says
+        why a model has no sweep.
     scaling, proposal, proposal_cov, control_variates, reference_point, recentre, \
 start_at_reference, target_accept, tune, adapt_cov, steps_per_draw, data_dim, progressbar
         As for :class:`~pymc_minibatch_mh.MinibatchBarker`, except that the default
@@ -140,8 +152,10 @@ start_at_reference, target_accept, tune, adapt_cov, steps_per_draw, data_dim, pr
     Notes
     -----
     Sample stats: ``accepted``, ``accept`` (NaN: the test gives no acceptance
-    probability), ``batch_size`` (distinct rows read by the step), ``n_lik_evals`` (twice that:
-    current and proposed state), ``scaling`` and ``t_stat`` (the t statistic when the
+    probability), ``batch_size`` (distinct rows read by the step's test, plus its group
+    sweeps' draws), ``n_lik_evals`` (twice that: current and proposed state), ``scaling``,
+    ``group_accept`` (the share of groups a sweep accepted, NaN without sweeps) and
+    ``t_stat`` (the t statistic when the
     test stopped, ``+-inf`` when it read all N rows, NaN when no data was read). With
     ``steps_per_draw > 1`` the counts are summed and ``t_stat`` is the last one.
 
@@ -170,7 +184,11 @@ start_at_reference, target_accept, tune, adapt_cov, steps_per_draw, data_dim, pr
     """
 
     name = "austere"
-    stats_dtypes_shapes = {**COMMON_STATS, "t_stat": (np.float64, [])}
+    stats_dtypes_shapes = {
+        **COMMON_STATS,
+        "t_stat": (np.float64, []),
+        "group_accept": (np.float64, []),
+    }
 
     def __init__(
         self,
@@ -179,6 +197,7 @@ start_at_reference, target_accept, tune, adapt_cov, steps_per_draw, data_dim, pr
         batch_size: int | None = None,
         epsilon: float | None = None,
         tolerance: float | None = None,
+        group_moves: bool = True,
         **kwargs,
     ):
         if batch_size is not None and (int(batch_size) != batch_size or batch_size < 2):
@@ -190,6 +209,7 @@ start_at_reference, target_accept, tune, adapt_cov, steps_per_draw, data_dim, pr
             )
         if tolerance is not None and not 0 < tolerance < 0.5:
             raise ValueError(f"tolerance must lie in (0, 0.5); got {tolerance}.")
+        self._group_moves_requested = bool(group_moves)
         super().__init__(vars, **kwargs)
         if tolerance is None:
             tolerance = default_tolerance(self.tall_data.ndim)
@@ -202,6 +222,10 @@ start_at_reference, target_accept, tune, adapt_cov, steps_per_draw, data_dim, pr
             batch_size=int(batch_size), epsilon=float(epsilon), temperature=self.temperature
         )
         self._rows = UsedRows(self.tall_data.n_data)
+        self._init_group_moves(group_moves)
+
+    def _group_test(self) -> GroupAustereTest:
+        return GroupAustereTest(self.settings.epsilon)
 
     def _default_steps(self) -> int:
         if self.tall_data.ndim > HIGH_DIM:
@@ -209,8 +233,12 @@ start_at_reference, target_accept, tune, adapt_cov, steps_per_draw, data_dim, pr
         return self.default_steps_per_draw
 
     def _transition(self, state: ChainState):
+        if self.proposal is None:  # a model of groups and nothing shared: sweeps alone
+            state, sweep = self._group_sweep(state)
+            accept, rows = sweep.group_accept, sweep.group_rows
+            return state, AustereInfo(accept > 0, math.nan, rows, 2 * rows, math.nan, accept)
         proposal, log_q_ratio = self._propose(state)
-        return austere_kernel(
+        state, info = austere_kernel(
             self.rng,
             state,
             proposal,
@@ -219,6 +247,7 @@ start_at_reference, target_accept, tune, adapt_cov, steps_per_draw, data_dim, pr
             self.settings,
             rows=self._rows,
         )
+        return self._then_sweep(state, info)
 
     def _stats(self, infos: list) -> dict:
         if len(infos) == 1:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from pymc_minibatch_mh.kernels.barker import BarkerSettings, barker_kernel
+from pymc_minibatch_mh.kernels.barker import BarkerInfo, BarkerSettings, barker_kernel
 from pymc_minibatch_mh.kernels.correction import CorrectionTable, load_default_correction
+from pymc_minibatch_mh.kernels.group_minibatch import GroupBarkerTest
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.step_methods.base import COMMON_STATS, MinibatchStep
+from pymc_minibatch_mh.step_methods.group_moves import GroupMoves
 
 
-class MinibatchBarker(MinibatchStep):
+class MinibatchBarker(GroupMoves, MinibatchStep):
     """Minibatch Barker MH test with a normal + correction decomposition (**approximate**).
 
     Each step proposes a move in the unconstrained space (see ``proposal``) and
@@ -121,6 +124,15 @@ class MinibatchBarker(MinibatchStep):
         control variates on a likelihood summed exactly (see the base class).
     correction : CorrectionTable, optional
         Correction distribution; default the shipped ``C_1`` (n_grid 4000, V 20, lambda 10).
+    group_moves : bool, default True
+        In a multilevel model whose rows fall into groups with effects of their own (given
+        the shared coordinates independent between groups): follow every move of the shared
+        coordinates by a sweep that moves every group's effects by a random walk and
+        decides each group by the minibatch Barker test on rows of its own group, 3, 6,
+        12, ... of them until the estimate's variance is below the correction's, or all of
+        them (:mod:`pymc_minibatch_mh.kernels.group_minibatch`; one array operation for
+        all groups). The groups' scale is tuned to an acceptance of 0.27.
+        ``group_moves_unavailable`` says why a model has no sweep.
     data_dim : str, optional
         Name of the model dimension that indexes data points (checked).
     progressbar : bool, default True
@@ -131,7 +143,9 @@ class MinibatchBarker(MinibatchStep):
     Notes
     -----
     Sample stats: ``accepted`` (0.0 or 1.0), ``accept`` (Barker probability at
-    ``Delta*``), ``batch_size`` (distinct data points evaluated by the step), ``n_lik_evals``,
+    ``Delta*``), ``batch_size`` (data points evaluated by the step, its group sweeps' draws
+    included), ``n_lik_evals``, ``group_accept`` (the share of groups a sweep accepted, NaN
+    without sweeps),
     ``scaling``, ``delta_var`` (``s^2`` of ``Delta*`` at the decision) and ``clt_error``
     (the Berry-Esseen-type bound of :func:`~pymc_minibatch_mh.kernels.barker.clt_error_bound`
     on the decision's batch: an upper bound on the distance of the batch mean's
@@ -174,6 +188,7 @@ class MinibatchBarker(MinibatchStep):
         **COMMON_STATS,
         "delta_var": (np.float64, []),
         "clt_error": (np.float64, []),
+        "group_accept": (np.float64, []),
     }
     default_target_accept = 0.158
     best_independent_rate = 0.5
@@ -192,12 +207,14 @@ class MinibatchBarker(MinibatchStep):
         batch_size: int = 100,
         delta: float | None = None,
         correction: CorrectionTable | None = None,
+        group_moves: bool = True,
         **kwargs,
     ):
         if int(batch_size) != batch_size or batch_size < 2:
             raise ValueError(f"batch_size must be an integer >= 2; got {batch_size}.")
         if delta is not None and not delta > 0:
             raise ValueError(f"delta must be positive (or None to disable); got {delta}.")
+        self._group_moves_requested = bool(group_moves)
         super().__init__(vars, **kwargs)
         self.settings = BarkerSettings(
             batch_size=int(batch_size),
@@ -205,7 +222,18 @@ class MinibatchBarker(MinibatchStep):
             delta=delta,
             table=correction if correction is not None else load_default_correction(),
         )
+        self._init_group_moves(group_moves)
+
+    def _group_test(self) -> GroupBarkerTest:
+        return GroupBarkerTest(self.settings.table)
 
     def _transition(self, state: ChainState):
+        if self.proposal is None:  # a model of groups and nothing shared: sweeps alone
+            state, sweep = self._group_sweep(state)
+            accept, rows = sweep.group_accept, sweep.group_rows
+            return state, BarkerInfo(accept > 0, accept, rows, 2 * rows, 0.0, math.nan, accept)
         proposal, log_q_ratio = self._propose(state)
-        return barker_kernel(self.rng, state, proposal, log_q_ratio, self.target, self.settings)
+        state, info = barker_kernel(
+            self.rng, state, proposal, log_q_ratio, self.target, self.settings
+        )
+        return self._then_sweep(state, info)

@@ -243,6 +243,7 @@ class MinibatchStep(
         self.temperature = float(temperature)
         self.progressbar = bool(progressbar)
         self.n_data_passes = 0
+        self._model, self._initial_point = model, initial_point
         self._refuse_kinked_likelihood(model, control_variates, proposal)
         self._check_applicable(model, vars, initial_point)
         control_variates = self._resolve_control_variates(control_variates)
@@ -280,7 +281,7 @@ class MinibatchStep(
                 )
             if (
                 control_variates
-                and self.proxy_in_image
+                and self._proxy_in_image(model, initial_point)
                 and normal_lp is None
                 and not numpy_glm
                 and self._gaussian_prior is None

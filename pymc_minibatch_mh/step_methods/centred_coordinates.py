@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import warnings
 
+import numpy as np
 import pymc as pm
 from pymc.blocking import DictToArrayBijection
 
@@ -25,6 +26,12 @@ from pymc_minibatch_mh.step_methods.reference import NoLaplaceFit, find_map
 
 #: Keyword arguments of the steps' constructors that hold a point of the model.
 _POINT_ARGUMENTS = ("initial_point", "reference_point", "map_point")
+
+#: Largest Laplace variance, in the twin's unconstrained coordinates, of a fit that says
+#: something: a log-scale sd of 1000 (a factor e^1000) is no fit. Near a zero scale the
+#: twin's Hessian in the log scale vanishes to rounding, and whether it then comes out
+#: barely definite or barely indefinite depends on the platform's arithmetic.
+MAX_LAPLACE_VARIANCE = 1e6
 
 
 def twin_of(model: pm.Model) -> CentredTwin | None:
@@ -91,14 +98,18 @@ def in_centred_coordinates(init):
 
 def _built(init, step, args, kwargs) -> list | None:
     """Construct ``step`` on the twin: the warnings it raised, or None when its reference
-    point has no Laplace fit (the twin's density is not concave there)."""
+    point has no Laplace fit (the twin's density is not concave there, or is so flat in
+    some coordinate that its Laplace variance exceeds ``MAX_LAPLACE_VARIANCE``)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             init(step, *args, **kwargs)
         except NoLaplaceFit:
             return None
-    if step.reference is not None and step._laplace_chol is None:
+    chol = step._laplace_chol
+    if step.reference is not None and chol is None:
+        return None
+    if chol is not None and not (np.sum(chol**2, axis=1) <= MAX_LAPLACE_VARIANCE).all():
         return None
     return caught
 

@@ -356,6 +356,10 @@ class ConstructionHooks:
             return None
         return normal_with_free_scale(lp, self)
 
+    def _proxy_in_image(self, model: pm.Model, initial_point: dict) -> bool:
+        """Whether to look for the likelihood's image for the proxy (``proxy_in_image``)."""
+        return self.proxy_in_image
+
     def _recognise_linear_predictor(self, model: pm.Model, initial_point: dict):
         """The likelihood as a linear-predictor family over this step's block, checked
         against the compiled per-datum likelihood; raises ``UnsupportedLikelihood``."""

@@ -1,13 +1,17 @@
 """Group sweeps for a step: which coordinates are a group's own, their proposal, their tuning.
 
-:class:`GroupMoves` is a mixin of :class:`~pymc_minibatch_mh.step_methods.tuna.TunaMH`.
-After every ordinary move the step runs a sweep of
-:func:`~pymc_minibatch_mh.kernels.group_sweep.group_tuna_sweep` when the model is a
-multilevel one whose groups can be told apart: the remainder bound has row cells, some
+:class:`GroupMoves` is a mixin of the steps with control variates. After every ordinary
+move the step runs a sweep over the groups when the model is a multilevel one whose groups
+can be told apart: the rows fall into cells by the coordinates they touch, some
 coordinates are touched by the rows of one cell only (the group's effects), the proxy's
 Hessian has no block between two groups, and the log prior splits into one term per
 group plus a rest that does not read the groups (:mod:`~pymc_minibatch_mh.likelihood.group_priors`).
-``group_moves_unavailable`` says why a model gets no sweep.
+``group_moves_unavailable`` says why a model gets no sweep. TunaMH's sweep is exact
+(:func:`~pymc_minibatch_mh.kernels.group_sweep.group_tuna_sweep`, its cells those of the
+remainder bound); MinibatchBarker's and Austere's decide each group by their own
+approximate test on a few of its rows
+(:func:`~pymc_minibatch_mh.kernels.group_minibatch.group_minibatch_sweep`, the cells
+those of the recognised linear predictor).
 
 With sweeps the ordinary move changes only the shared coordinates (HMC on the surrogate,
 or the random walk, whitened by the Laplace fit's covariance of the shared coordinates
@@ -19,28 +23,38 @@ sweeps alone.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from pymc.pytensorf import make_shared_replacements
 from scipy import linalg
 
-from pymc_minibatch_mh.bounds.row_cells import CellTable
+from pymc_minibatch_mh.bounds.row_cells import CellTable, likelihood_row_supports, row_cells_for
 from pymc_minibatch_mh.kernels.adaptation import ScaleAdaptation, adapt_scale
 from pymc_minibatch_mh.kernels.control_variates import ControlVariateTarget, ImageTaylorProxy
 from pymc_minibatch_mh.kernels.gaussian_flow import GaussianFlow
-from pymc_minibatch_mh.kernels.group_sweep import GroupBlocks, GroupSweepInfo, group_tuna_sweep
+from pymc_minibatch_mh.kernels.group_minibatch import (
+    GroupAustereTest,
+    GroupBarkerTest,
+    group_minibatch_sweep,
+)
+from pymc_minibatch_mh.kernels.group_sweep import GroupBlocks, GroupSweepInfo
 from pymc_minibatch_mh.kernels.proposals import ProposalMixture, RandomWalkProposal
 from pymc_minibatch_mh.kernels.surrogate_hmc import SurrogateHMC
 from pymc_minibatch_mh.kernels.target import ChainState
-from pymc_minibatch_mh.kernels.tuna import TunaSettings
 from pymc_minibatch_mh.likelihood.group_priors import group_prior_terms, split_holds
+from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
 from pymc_minibatch_mh.likelihood.surrogate import compile_surrogate_density
 from pymc_minibatch_mh.step_methods.proposal_mixture import SURROGATE_TRANSITIONS
 
 #: Fewer groups than this and a model is not treated as multilevel.
 MIN_GROUPS = 3
-#: Acceptance rate the groups' random-walk scale is tuned to (one or two coordinates
-#: per group: near the optimum of a low-dimensional random walk).
+#: Acceptance rate the groups' random-walk scale is tuned to under Metropolis' rule (one or
+#: two coordinates per group: near the optimum of a low-dimensional random walk); a step
+#: with Barker's rule scales it by the ratio of its rule's optimal rate to Metropolis'.
 GROUP_TARGET_ACCEPT = 0.4
+#: The optimal acceptance rate of Metropolis' random walk in high dimension.
+METROPOLIS_OPTIMUM = 0.234
 #: A Hessian entry between two groups larger than this, relative to the largest, means
 #: the rows of one group read another's effects: no sweep.
 CROSS_GROUP_RTOL = 1e-10
@@ -49,18 +63,34 @@ CROSS_GROUP_RTOL = 1e-10
 class GroupMoves:
     """Sweeps over a multilevel model's groups (a mixin; see the module docstring)."""
 
-    def _init_group_moves(self, enabled: bool, model, initial_point) -> None:
+    def _init_group_moves(self, enabled: bool) -> None:
         """Find the groups once, at construction; ``group_moves_unavailable`` says why not."""
         self._group_blocks = None
         self._group_prior = None
+        self._sweep_table = None
         self.group_moves_unavailable = (
-            self._find_groups(model, initial_point) if enabled else "turned off (group_moves=False)"
+            self._find_groups(self._model, self._initial_point)
+            if enabled
+            else "turned off (group_moves=False)"
         )
         width = 1 if self._group_blocks is None else self._group_blocks.width
         self._untuned_group_adaptation = ScaleAdaptation(np.log(2.38 / np.sqrt(width)))
         self.group_adaptation = self._untuned_group_adaptation
         if self._group_blocks is not None:
             self._moves_on_shared_coordinates()
+
+    def _proxy_in_image(self, model, initial_point) -> bool:
+        """No image when sweeps may follow: they need the proxy in the sampled coordinates,
+        which for rows that read few coordinates through a linear predictor is the same
+        quadratic as one in the image."""
+        if getattr(self, "_group_moves_requested", False):
+            try:
+                lp = self._recognise_linear_predictor(model, initial_point)
+            except UnsupportedLikelihood:
+                lp = None
+            if lp is not None and likelihood_row_supports(lp) is not None:
+                return False
+        return super()._proxy_in_image(model, initial_point)
 
     @property
     def group_moves(self) -> bool:
@@ -73,9 +103,9 @@ class GroupMoves:
             return "it needs control variates with a proxy in the sampled coordinates"
         if isinstance(self.reference, ImageTaylorProxy):
             return "the proxy is expanded in the likelihood's image"
-        table = self.index_table
+        table, exact_rows = self._group_rows(model, initial_point)
         if not isinstance(table, CellTable):
-            return "the rows do not fall into cells that touch few coordinates"
+            return table or "the rows do not fall into cells that touch few coordinates"
         cells = table.cells
         ndim = self.tall_data.ndim
         cols = cells.columns
@@ -106,13 +136,15 @@ class GroupMoves:
         chol = _conditional_factors(inverse, columns, ndim)
         self._shared_coordinates = np.flatnonzero(owner < 0)
         self._shared_factor = _shared_factor(inverse, self._shared_coordinates)
-        exact_rows = exact_groups = None
-        if self.bound.exact_rows is not None and self.bound.exact_rows.size:
-            groups = group_of_cell[cells.cell_of_row[self.bound.exact_rows]]
-            exact_rows = self.bound.exact_rows[groups >= 0]
-            exact_groups = groups[groups >= 0]
+        exact_groups = None
+        if exact_rows is not None and exact_rows.size:
+            groups = group_of_cell[cells.cell_of_row[exact_rows]]
+            exact_rows, exact_groups = exact_rows[groups >= 0], groups[groups >= 0]
+        else:
+            exact_rows = None
         self._group_blocks = GroupBlocks(group_cells, columns, chol, exact_rows, exact_groups)
         self._group_prior = terms
+        self._sweep_table = table
         return None
 
     def _moves_on_shared_coordinates(self) -> None:
@@ -188,28 +220,86 @@ class GroupMoves:
             self._shared_proxy = cached
         return cached[1:]
 
-    def _group_sweep(self, state: ChainState, settings: TunaSettings):
-        """One sweep; tunes the groups' scale while tuning."""
-        blocks = self._group_blocks
-        table = self.index_table
-        if not isinstance(table, CellTable) or table.cells.n_cells <= int(blocks.cells.max()):
-            return state, GroupSweepInfo(np.nan, 0)  # the bound lost its cells
-        state, info = group_tuna_sweep(
+    def _group_rows(self, model, initial_point):
+        """``(table, exact_rows)``: the rows of every cell (drawn uniformly within a cell)
+        and rows to read whenever their group moves (none here), or ``(reason, None)``.
+        The cells are those of the likelihood read as a linear predictor."""
+        if self._laplace_chol is None:
+            return "it needs the Laplace fit at the reference point", None
+        try:
+            lp = self._recognise_linear_predictor(model, initial_point)
+        except UnsupportedLikelihood as err:
+            return f"the likelihood is not a recognised linear predictor ({err})", None
+        if _residuals_vanish(self.target, self.reference.reference, self._laplace_chol):
+            return "the control variates are exact (the residuals vanish): no rows to save", None
+        supports = likelihood_row_supports(lp)
+        cells = row_cells_for(lp, self.reference.reference, self._laplace_chol, supports)
+        if cells is None:
+            return None, None
+        return CellTable.from_constants(cells, np.ones(self.tall_data.n_data)), None
+
+    def _group_table(self) -> CellTable | None:
+        """The rows of the cells the groups were found in (fixed once found)."""
+        return self._sweep_table
+
+    def _sweep_kernel(self, state: ChainState, table: CellTable, settings):
+        """One sweep by the step's own test (this mixin: Barker's rule or Austere's)."""
+        return group_minibatch_sweep(
             self.rng,
             state,
-            blocks,
+            self._group_blocks,
             self.group_adaptation.scaling,
             self.target,
-            self.bound,
             table,
             self._group_prior,
-            settings,
+            self._group_test(),
+            self.temperature,
         )
+
+    def _group_test(self) -> GroupBarkerTest | GroupAustereTest:
+        raise NotImplementedError
+
+    def _group_sweep(self, state: ChainState, settings=None):
+        """One sweep; tunes the groups' scale while tuning."""
+        blocks = self._group_blocks
+        table = self._group_table()
+        if not isinstance(table, CellTable) or table.cells.n_cells <= int(blocks.cells.max()):
+            return state, GroupSweepInfo(np.nan, 0)  # the bound lost its cells
+        state, info = self._sweep_kernel(state, table, settings)
         if self.tune and self.adapt:
-            self.group_adaptation = adapt_scale(
-                self.group_adaptation, info.group_accept, GROUP_TARGET_ACCEPT
-            )
+            target = GROUP_TARGET_ACCEPT * self.default_target_accept / METROPOLIS_OPTIMUM
+            self.group_adaptation = adapt_scale(self.group_adaptation, info.group_accept, target)
         return state, info
+
+    def _then_sweep(self, state: ChainState, info, settings=None):
+        """After an ordinary move with ``info``: a sweep, its rows added to the move's."""
+        if not self.group_moves:
+            return state, info
+        state, sweep = self._group_sweep(state, settings)
+        return state, replace(
+            info,
+            batch_size=info.batch_size + sweep.group_rows,
+            n_lik_evals=info.n_lik_evals + 2 * sweep.group_rows,
+            group_accept=sweep.group_accept,
+        )
+
+    def reset_tuning(self) -> None:
+        super().reset_tuning()
+        self.group_adaptation = self._untuned_group_adaptation
+
+
+#: Rows on which :func:`_residuals_vanish` looks.
+PROBE_ROWS = 64
+
+
+def _residuals_vanish(target: ControlVariateTarget, reference: np.ndarray, chol) -> bool:
+    """Whether the control variates' residuals are zero (a likelihood quadratic in the
+    coordinates, e.g. a Normal with a fixed scale): checked on a few rows spread over the
+    data, between the reference point and a point one Laplace sd away in every direction."""
+    rows = np.unique(np.linspace(0, target.n_data - 1, PROBE_ROWS).astype(np.int64))
+    moved = reference + chol @ np.ones(reference.size)
+    diff = np.asarray(target.loglik_diff(moved, reference, rows), dtype=np.float64)
+    return bool(np.all(np.abs(diff) <= 1e-9))
 
 
 def _cross_group_curvature(hessian: np.ndarray, owner: np.ndarray) -> str | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 import numpy as np
 import pymc as pm
@@ -32,6 +31,7 @@ from pymc_minibatch_mh.bounds.taylor_remainder import (
 from pymc_minibatch_mh.bounds.trust_region import RADIUS_MARGIN, default_radius, grown_shape
 from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation
+from pymc_minibatch_mh.kernels.group_sweep import group_tuna_sweep
 from pymc_minibatch_mh.kernels.proposals import ProposalMixture
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.kernels.tuna import (
@@ -403,7 +403,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         # The window dropped when the proposal last changed (kept for stop_tuning).
         self.previous_chi_adaptation = None
         self._last_cm2 = math.nan
-        self._init_group_moves(group_moves, self._model, initial_point)
+        self._init_group_moves(group_moves)
 
     # ---------------------------------------------------------------- construction hooks
     def _default_steps(self) -> int:
@@ -413,8 +413,6 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
 
     def _check_applicable(self, model, vars, initial_point) -> None:
         """Before any pass over the data: recognise the likelihood (unless a bound is given)."""
-        self._initial_point = initial_point
-        self._model = model
         if not self._user_bound:
             self._lp = self._recognise(model, initial_point)
 
@@ -639,7 +637,6 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         self.region_shape = None
         self.excluded_mass = math.nan
         self.tuning_spread = tuning_spread(self.tall_data.ndim)
-        self.group_adaptation = self._untuned_group_adaptation
 
     def stop_tuning(self) -> None:
         """Fix ``chi``: the tuned window's, not a re-seed after a last-step proposal change.
@@ -794,12 +791,28 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
             settings,
             self.index_table,
         )
-        if not self.group_moves:
-            return state, info
-        state, sweep = self._group_sweep(state, settings)
-        rows = info.batch_size + sweep.group_rows
-        return state, replace(
-            info, batch_size=rows, n_lik_evals=2 * rows, group_accept=sweep.group_accept
+        return self._then_sweep(state, info, settings)
+
+    # ---------------------------------------------------------------- group sweeps
+    def _group_rows(self, model, initial_point):
+        """The remainder bound's cells, and its rows without a constant."""
+        return self.index_table, self.bound.exact_rows
+
+    def _group_table(self):
+        return self.index_table  # follows the bound (recentring, region growth)
+
+    def _sweep_kernel(self, state: ChainState, table, settings: TunaSettings):
+        """TunaMH's exact test on every group's rows."""
+        return group_tuna_sweep(
+            self.rng,
+            state,
+            self._group_blocks,
+            self.group_adaptation.scaling,
+            self.target,
+            self.bound,
+            table,
+            self._group_prior,
+            settings,
         )
 
 

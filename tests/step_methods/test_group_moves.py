@@ -1,4 +1,4 @@
-"""TunaMH's sweeps over the groups of a multilevel model (group_moves).
+"""The steps' sweeps over the groups of a multilevel model (group_moves).
 
 Exactness: 30 groups of Bernoulli rows, each group's log-odds ``a_g ~ Normal(0, 0.5)`` and
 nothing shared, so the posterior factorises over groups and every ``a_g``'s mean and sd
@@ -6,6 +6,8 @@ come from a 1-D grid integral. ``TunaMH()`` sweeps the groups after every move; 
 lies within 4.5 Monte Carlo standard errors and each sd within 10 % of the grid's.
 Negative control: a sweep that leaves out the groups' prior terms fails the same check
 (the prior is strong: the posterior means move by about a posterior sd without it).
+MinibatchBarker's and Austere's sweeps (approximate tests on a few rows per group) are held
+to the same grid, with and without a shared slope; their negative control is tempered.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pytest
 from scipy import special
 from step_sampling import QUIET, moment_problems
 
-from pymc_minibatch_mh import TunaMH
+from pymc_minibatch_mh import Austere, MinibatchBarker, TunaMH
 from pymc_minibatch_mh.likelihood import group_priors
 from pymc_minibatch_mh.likelihood.group_priors import group_prior_terms
 
@@ -217,5 +219,40 @@ def test_negative_control_tempered_shared_model_fails(groups_and_a_slope):
     model, mean, sd = groups_and_a_slope
     with model:
         step = TunaMH(temperature=2.0)
+    assert step.group_moves
+    assert _shared_problems(_sample(model, step), mean, sd)
+
+
+@pytest.mark.parametrize("step_class", [MinibatchBarker, Austere])
+def test_approximate_sweeps_alone_match_the_grid(independent_groups, step_class):
+    """Nothing shared: the step's moves are its sweeps, each group decided by the step's
+    own test on a few of its rows."""
+    model, mean, sd = independent_groups
+    with model:
+        step = step_class()
+    assert step.group_moves, step.group_moves_unavailable
+    idata = _sample(model, step)
+    problems = _problems(idata, mean, sd)
+    assert not problems, problems
+    n_rows = model.rvs_to_values[model["y"]].data.size
+    assert float(idata.sample_stats["batch_size"].mean()) < 0.5 * n_rows
+
+
+@pytest.mark.parametrize("step_class", [MinibatchBarker, Austere])
+def test_approximate_sweeps_and_shared_moves_match_the_grid(groups_and_a_slope, step_class):
+    model, mean, sd = groups_and_a_slope
+    with model:
+        step = step_class()
+    assert step.group_moves, step.group_moves_unavailable
+    assert step._shared_coordinates.size == 1
+    problems = _shared_problems(_sample(model, step), mean, sd)
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("step_class", [MinibatchBarker, Austere])
+def test_negative_control_tempered_approximate_sweeps_fail(groups_and_a_slope, step_class):
+    model, mean, sd = groups_and_a_slope
+    with model:
+        step = step_class(temperature=2.0)
     assert step.group_moves
     assert _shared_problems(_sample(model, step), mean, sd)
