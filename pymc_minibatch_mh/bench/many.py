@@ -1,6 +1,6 @@
 """``bench many``: many parameters, through the ``bench peers`` machinery.
 
-Two cases, each method in a fresh Python process on the same data file with its wall
+Five cases, each method in a fresh Python process on the same data file with its wall
 time measured from process start to exit (see :mod:`pymc_minibatch_mh.bench.peers`):
 
 1. A centred hierarchical Normal model with 500 group intercepts of very unequal sizes
@@ -8,10 +8,17 @@ time measured from process start to exit (see :mod:`pymc_minibatch_mh.bench.peer
    a free noise scale and a free group scale, N = 10^6. PyMC's NUTS is the reference.
 2. Logistic regression with 100 covariates and an intercept, N = 10^5. numpyro's NUTS
    is the reference.
+3. and 4. Bernoulli outcomes of 2,000 users of very unequal sizes, one intercept per
+   user (centred, then non-centred ``a = mu_a + sigma_a * z``) and two covariates,
+   N = 10^6. PyMC's NUTS is the reference.
+5. Intercepts and slopes of 100 groups correlated through ``pm.LKJCholeskyCov``,
+   non-centred, a Normal outcome with one more covariate, N = 10^6. PyMC's NUTS is the
+   reference.
 
 Every case runs our four steps with their default arguments, PyMC's NUTS, numpyro's
-NUTS and numpyro's HMCECS (Taylor proxy at an SVI MAP point). ``--quick``: 50 groups and
-D = 20, N = 20,000, 300 tune and 300 draws per chain.
+NUTS and numpyro's HMCECS (Taylor proxy at an SVI MAP point). ``--quick``: 50 groups,
+D = 20, 200 non-centred users and 20 LKJ groups, N = 20,000, 300 tune and 300 draws per
+chain.
 
 Memory: numpyro's degree-2 Taylor proxy builds per-row Hessians of the whole subsample
 when HMCECS starts, which grows with the number of parameters times the square of the
@@ -19,7 +26,8 @@ subsample size, whatever N. With 1000 rows per subsample and two chains at once 
 process peaked at 5 GB with 100 groups and 10 GB with 200; with 500 groups it exceeded
 a 24 GB machine and was killed. Above 200 groups HMCECS therefore runs its two chains
 one after the other (``peer_runs.HMCECS_SEQUENTIAL_ABOVE_GROUPS``; its wall time counts
-both); if it is still killed, the report says so in its row.
+both); if it is still killed, the report says so in its row. With 2,000 users it would
+need about 45 GB even so: it is not started, and its row says why.
 """
 
 from __future__ import annotations
@@ -40,6 +48,27 @@ FULL_CASES = (
         numpyro=True,
     ),
     PeerCase("logistic N=1e5 D=100+1", 100_000, 100, pymc_nuts=True),
+    *(
+        PeerCase(
+            f"2,000 users, Bernoulli, {form}, N=1e6",
+            1_000_000,
+            2,
+            kind=kind,
+            groups=2_000,
+            unbalanced=True,
+            numpyro=True,
+        )
+        for form, kind in (("centred", "users"), ("non-centred", "users_noncentred"))
+    ),
+    PeerCase(
+        "100 groups, LKJ slopes, Normal, N=1e6",
+        1_000_000,
+        2,
+        kind="lkj_slopes",
+        groups=100,
+        unbalanced=True,
+        numpyro=True,
+    ),
 )
 QUICK_CASES = (
     PeerCase(
@@ -54,6 +83,28 @@ QUICK_CASES = (
         numpyro=True,
     ),
     PeerCase("logistic N=2e4 D=20+1 (quick)", 20_000, 20, 300, 300, pymc_nuts=True),
+    PeerCase(
+        "200 users, Bernoulli, non-centred, N=2e4 (quick)",
+        20_000,
+        2,
+        300,
+        300,
+        kind="users_noncentred",
+        groups=200,
+        unbalanced=True,
+        numpyro=True,
+    ),
+    PeerCase(
+        "20 groups, LKJ slopes, Normal, N=2e4 (quick)",
+        20_000,
+        2,
+        300,
+        300,
+        kind="lkj_slopes",
+        groups=20,
+        unbalanced=True,
+        numpyro=True,
+    ),
 )
 
 TITLE = "Many parameters: minibatch MH steps (defaults), PyMC NUTS, numpyro NUTS and HMCECS"

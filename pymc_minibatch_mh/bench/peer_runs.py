@@ -19,9 +19,11 @@ follow :data:`DRAW_ORDER`, so runs of different methods compare column by column
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Mapping
+from functools import partial
 
 import numpy as np
 
@@ -35,16 +37,26 @@ HMCECS_SVI_STEPS = 5000
 HMCECS_SVI_LEARNING_RATE = 0.01
 PRIOR_SD = 5.0
 GROUP_SCALE_SD = 2.0
+LKJ_ETA = 2.0
 OUR_STEPS = ("MinibatchBarker", "Austere", "TunaMH", "FlyMC")
 METHODS = ("numpyro-nuts", "numpyro-hmcecs", "pymc-nuts", *OUR_STEPS)
-KINDS = ("logistic", "linear", "hierarchical")
-NUMPYRO_KINDS = ("logistic", "hierarchical")
+GROUP_KINDS = ("hierarchical", "users", "users_noncentred", "lkj_slopes")
+KINDS = ("logistic", "linear", *GROUP_KINDS)
+NUMPYRO_KINDS = ("logistic", *GROUP_KINDS)
 #: Free variables of each kind in the order of the draws' columns (vectors flattened).
 DRAW_ORDER = {
     "logistic": ("alpha", "beta"),
     "linear": ("alpha", "beta", "sigma"),
     "hierarchical": ("beta", "mu_a", "sigma_a", "a", "sigma"),
+    "users": ("beta", "mu_a", "sigma_a", "a"),
+    "users_noncentred": ("beta", "mu_a", "sigma_a", "a"),
+    "lkj_slopes": ("beta", "mu_ab", "sd_ab", "rho", "ab", "sigma"),
 }
+#: Bytes HMCECS holds per parameter and squared subsample row per chain: its proxy keeps
+#: per-row second derivatives of the whole subsample. Fitted to the peak memory of two
+#: chains at once on 100, 200 and 500 group intercepts (5.0, 9.7 and 22.7 GB with 1000
+#: rows), about 2.8 times the 8 bytes of one float per entry.
+HMCECS_BYTES_PER_ENTRY = 2.8 * 8
 
 
 def stack_draws(samples: Mapping, kind: str, chains: int, draws: int) -> np.ndarray:
@@ -67,7 +79,9 @@ def _numpyro_model(kind: str, groups: int):
     """The case's model in numpyro, ``model(data, subsample_size=None)``.
 
     The rows sit in a ``numpyro.plate`` that HMCECS subsamples; ``data`` holds ``x``,
-    ``y`` and, for the hierarchical kind, ``group`` as jax arrays.
+    ``y`` and, for the kinds with groups, ``group`` as jax arrays. Variables that PyMC
+    computes as Deterministics (the non-centred effects, the LKJ model's ``rho``) are
+    ``numpyro.deterministic`` sites of the same name.
     """
     import jax.numpy as jnp
     import numpyro
@@ -95,7 +109,46 @@ def _numpyro_model(kind: str, groups: int):
             yb = numpyro.subsample(data["y"], event_dim=0)
             numpyro.sample("y", dist.Normal(a[gb] + xb @ beta, sigma), obs=yb)
 
-    models = {"logistic": logistic, "hierarchical": hierarchical}
+    def users(data, subsample_size=None, centred=True):
+        d = data["x"].shape[1]
+        beta = numpyro.sample("beta", dist.Normal(jnp.zeros(d), PRIOR_SD).to_event(1))
+        mu_a = numpyro.sample("mu_a", dist.Normal(0.0, PRIOR_SD))
+        sigma_a = numpyro.sample("sigma_a", dist.HalfNormal(GROUP_SCALE_SD))
+        if centred:
+            a = numpyro.sample("a", dist.Normal(mu_a, sigma_a).expand([groups]).to_event(1))
+        else:
+            z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([groups]).to_event(1))
+            a = numpyro.deterministic("a", mu_a + sigma_a * z)
+        with numpyro.plate("rows", data["y"].shape[0], subsample_size=subsample_size):
+            xb = numpyro.subsample(data["x"], event_dim=1)
+            gb = numpyro.subsample(data["group"], event_dim=0)
+            yb = numpyro.subsample(data["y"], event_dim=0)
+            numpyro.sample("y", dist.Bernoulli(logits=a[gb] + xb @ beta), obs=yb)
+
+    def lkj_slopes(data, subsample_size=None):
+        d = data["x"].shape[1]
+        beta = numpyro.sample("beta", dist.Normal(jnp.zeros(d - 1), PRIOR_SD).to_event(1))
+        mu_ab = numpyro.sample("mu_ab", dist.Normal(jnp.zeros(2), PRIOR_SD).to_event(1))
+        sd_ab = numpyro.sample("sd_ab", dist.HalfNormal(jnp.full(2, GROUP_SCALE_SD)).to_event(1))
+        corr_chol = numpyro.sample("corr_chol", dist.LKJCholesky(2, LKJ_ETA))
+        numpyro.deterministic("rho", corr_chol[1, 0])
+        z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([groups, 2]).to_event(2))
+        ab = numpyro.deterministic("ab", mu_ab + z @ (sd_ab[:, None] * corr_chol).T)
+        sigma = numpyro.sample("sigma", dist.HalfNormal(PRIOR_SD))
+        with numpyro.plate("rows", data["y"].shape[0], subsample_size=subsample_size):
+            xb = numpyro.subsample(data["x"], event_dim=1)
+            gb = numpyro.subsample(data["group"], event_dim=0)
+            yb = numpyro.subsample(data["y"], event_dim=0)
+            mean = ab[gb, 0] + ab[gb, 1] * xb[:, 0] + xb[:, 1:] @ beta
+            numpyro.sample("y", dist.Normal(mean, sigma), obs=yb)
+
+    models = {
+        "logistic": logistic,
+        "hierarchical": hierarchical,
+        "users": users,
+        "users_noncentred": partial(users, centred=False),
+        "lkj_slopes": lkj_slopes,
+    }
     if kind not in models:
         raise ValueError(f"No numpyro model of kind {kind!r}; kinds: {NUMPYRO_KINDS}.")
     return models[kind]
@@ -113,6 +166,8 @@ def _numpyro(method: str, data: dict, draws: int, tune: int, chains: int, seed: 
     imported = time.perf_counter()
     n = data["x"].shape[0]
     model = _numpyro_model(kind, _groups(data))
+    if method == "numpyro-hmcecs":
+        _check_hmcecs_memory(model, data, chains)
     arrays = {key: jnp.asarray(value) for key, value in data.items()}
     key = jax.random.PRNGKey(seed)
     map_s = 0.0
@@ -160,6 +215,25 @@ def _numpyro(method: str, data: dict, draws: int, tune: int, chains: int, seed: 
 HMCECS_SEQUENTIAL_ABOVE_GROUPS = 200
 
 
+def _check_hmcecs_memory(model, data: dict, chains: int) -> None:
+    """Refuse an HMCECS run that cannot fit in this machine's memory (MemoryError, whose
+    message the benchmark reports in the method's row) instead of being killed by it."""
+    import jax
+    from numpyro.infer.util import initialize_model
+
+    init = initialize_model(jax.random.PRNGKey(0), model, model_args=(data,))
+    size = sum(int(np.size(v)) for v in init.param_info.z.values())
+    at_once = 1 if _chain_method("numpyro-hmcecs", _groups(data)) == "sequential" else chains
+    need = HMCECS_BYTES_PER_ENTRY * size * HMCECS_SUBSAMPLE**2 * at_once
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have:
+        raise MemoryError(
+            f"not run: HMCECS's proxy holds second derivatives of all {HMCECS_SUBSAMPLE} "
+            f"subsampled rows in each of {size} parameters, about {need / 1e9:.0f} GB, "
+            f"more than this machine's {have / 1e9:.0f} GB"
+        )
+
+
 def _chain_method(method: str, groups: int) -> str:
     """numpyro's ``chain_method``: "parallel" except for HMCECS on many groups."""
     if method == "numpyro-hmcecs" and groups > HMCECS_SEQUENTIAL_ABOVE_GROUPS:
@@ -176,6 +250,8 @@ def _pymc_model(kind: str, data: dict):
     """The case's model as a PyMC user writes it."""
     import pymc as pm
 
+    if kind == "lkj_slopes":
+        return _pymc_lkj_slopes(data)
     x, y = data["x"], data["y"]
     d = x.shape[1]
     with pm.Model() as model:
@@ -187,6 +263,15 @@ def _pymc_model(kind: str, data: dict):
             alpha = pm.Normal("alpha", 0.0, PRIOR_SD)
             sigma = pm.HalfNormal("sigma", PRIOR_SD)
             pm.Normal("y", alpha + x @ beta, sigma, observed=y)
+        elif kind in ("users", "users_noncentred"):
+            mu_a = pm.Normal("mu_a", 0.0, PRIOR_SD)
+            sigma_a = pm.HalfNormal("sigma_a", GROUP_SCALE_SD)
+            if kind == "users":
+                a = pm.Normal("a", mu_a, sigma_a, shape=_groups(data))
+            else:
+                z = pm.Normal("z", 0.0, 1.0, shape=_groups(data))
+                a = pm.Deterministic("a", mu_a + sigma_a * z)
+            pm.Bernoulli("y", logit_p=a[data["group"]] + x @ beta, observed=y)
         elif kind == "hierarchical":
             mu_a = pm.Normal("mu_a", 0.0, PRIOR_SD)
             sigma_a = pm.HalfNormal("sigma_a", GROUP_SCALE_SD)
@@ -195,6 +280,28 @@ def _pymc_model(kind: str, data: dict):
             pm.Normal("y", a[data["group"]] + x @ beta, sigma, observed=y)
         else:
             raise ValueError(f"Unknown case kind {kind!r}.")
+    return model
+
+
+def _pymc_lkj_slopes(data: dict):
+    """Intercepts and slopes of the first covariate by group, correlated through
+    ``pm.LKJCholeskyCov`` and written non-centred, as PyMC's examples teach."""
+    import pymc as pm
+
+    x, y, group = data["x"], data["y"], data["group"]
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, PRIOR_SD, shape=x.shape[1] - 1)
+        mu_ab = pm.Normal("mu_ab", 0.0, PRIOR_SD, shape=2)
+        chol, corr, sd_ab = pm.LKJCholeskyCov(
+            "chol", n=2, eta=LKJ_ETA, sd_dist=pm.HalfNormal.dist(GROUP_SCALE_SD, shape=2)
+        )
+        pm.Deterministic("sd_ab", sd_ab)
+        pm.Deterministic("rho", corr[0, 1])
+        z = pm.Normal("z", 0.0, 1.0, shape=(_groups(data), 2))
+        ab = pm.Deterministic("ab", mu_ab + z @ chol.T)
+        sigma = pm.HalfNormal("sigma", PRIOR_SD)
+        mean = ab[group, 0] + ab[group, 1] * x[:, 0] + x[:, 1:] @ beta
+        pm.Normal("y", mean, sigma, observed=y)
     return model
 
 

@@ -55,10 +55,14 @@ class PeerCase:
     """One data set: ``n`` rows, ``d`` covariates plus an intercept, of model ``kind``.
 
     ``kind`` is ``"logistic"`` (numpyro's NUTS is the reference and HMCECS the peer),
-    ``"linear"`` (Normal likelihood with a free sigma) or ``"hierarchical"`` (a centred
+    ``"linear"`` (Normal likelihood with a free sigma), ``"hierarchical"`` (a centred
     Normal model with ``groups`` group intercepts, of equal expected sizes or, with
-    ``unbalanced``, of very unequal ones): for these two PyMC's NUTS is the reference and
-    the baseline. ``numpyro`` adds numpyro's NUTS and HMCECS to a hierarchical case.
+    ``unbalanced``, of very unequal ones), ``"users"`` and ``"users_noncentred"`` (a
+    Bernoulli outcome with one intercept per group, centred or written
+    ``a = mu_a + sigma_a * z``) or ``"lkj_slopes"`` (a Normal outcome with an intercept
+    and a slope of the first covariate per group, correlated through
+    ``pm.LKJCholeskyCov``, non-centred): for all but the first PyMC's NUTS is the
+    reference and the baseline. ``numpyro`` adds numpyro's NUTS and HMCECS.
     """
 
     name: str
@@ -103,7 +107,7 @@ WARM_UP_ROWS = data_blocks.BLOCK_ROWS + 5_000
 
 
 def case_data(case: PeerCase, seed: int) -> dict[str, np.ndarray]:
-    """The data of one case: ``x``, ``y`` and, for the hierarchical model, ``group``."""
+    """The data of one case: ``x``, ``y`` and, for the models with groups, ``group``."""
     if case.kind == "logistic":
         x, y = logistic_data(case.n, case.d, seed)
         return {"x": x, "y": y}
@@ -117,6 +121,18 @@ def case_data(case: PeerCase, seed: int) -> dict[str, np.ndarray]:
         intercepts = rng.normal(0.5, 0.7, size=case.groups)
         y = intercepts[group] + x @ beta + rng.normal(0.0, 1.0, size=case.n)
         return {"x": x, "y": y, "group": group}
+    if case.kind in ("users", "users_noncentred"):
+        group = group_labels(case.n, case.groups, case.unbalanced, rng)
+        intercepts = rng.normal(-0.3, 0.8, size=case.groups)
+        p = 1.0 / (1.0 + np.exp(-(intercepts[group] + x @ beta)))
+        return {"x": x, "y": (rng.random(case.n) < p).astype(np.int8), "group": group}
+    if case.kind == "lkj_slopes":
+        group = group_labels(case.n, case.groups, case.unbalanced, rng)
+        sd, rho = np.array([0.7, 0.4]), 0.5
+        cov = np.outer(sd, sd) * np.array([[1.0, rho], [rho, 1.0]])
+        ab = rng.multivariate_normal([0.5, 0.3], cov, size=case.groups)
+        eta = ab[group, 0] + ab[group, 1] * x[:, 0] + x[:, 1:] @ beta[1:]
+        return {"x": x, "y": eta + rng.normal(0.0, 1.0, size=case.n), "group": group}
     raise ValueError(f"Unknown case kind {case.kind!r}.")
 
 

@@ -99,6 +99,8 @@ class GroupMoves:
 
     def _find_groups(self, model, initial_point) -> str | None:
         target = self.target
+        if getattr(target, "exact_sum", False):
+            return "the likelihood is summed exactly: no move reads a row"
         if not isinstance(target, ControlVariateTarget) or target.coordinates is not None:
             return "it needs control variates with a proxy in the sampled coordinates"
         if isinstance(self.reference, ImageTaylorProxy):

@@ -269,7 +269,7 @@ def newton_map(
             trial = position + length * direction
             try:
                 trial_proxy = taylor_at(trial)
-            except ValueError:  # not finite there: shorten the step
+            except (ValueError, ArithmeticError):  # not finite there: shorten the step
                 trial_proxy = None
             passes += 1
             if trial_proxy is not None:

@@ -60,13 +60,17 @@ def test_too_few_rows_for_the_group_floor_are_refused():
 
 
 def test_many_cases_run_every_method_against_the_right_reference():
-    full_groups, full_logistic = many.FULL_CASES
+    full_groups, full_logistic, centred, noncentred, lkj = many.FULL_CASES
     assert (full_groups.n, full_groups.d, full_groups.groups) == (1_000_000, 2, 500)
     assert full_groups.unbalanced and (full_groups.tune, full_groups.draws) == (500, 1000)
     assert (full_logistic.kind, full_logistic.n, full_logistic.d) == ("logistic", 100_000, 100)
+    assert (centred.kind, noncentred.kind, lkj.kind) == ("users", "users_noncentred", "lkj_slopes")
+    for users in (centred, noncentred):
+        assert (users.n, users.groups, users.unbalanced) == (1_000_000, 2_000, True)
+    assert lkj.n == 1_000_000
     for case in many.FULL_CASES + many.QUICK_CASES:
         assert set(case.methods) == ALL_METHODS and len(case.methods) == len(ALL_METHODS)
-        assert case.reference == ("pymc-nuts" if case.kind == "hierarchical" else REFERENCE)
+        assert case.reference == ("pymc-nuts" if case.kind != "logistic" else REFERENCE)
     assert all(case.n <= 20_000 and case.draws <= 300 for case in many.QUICK_CASES)
     # The peers cases keep their methods: no numpyro run on the Normal kinds there.
     assert PeerCase("h", 100, 3, kind="hierarchical").methods == ["pymc-nuts", *OUR_STEPS]
@@ -208,3 +212,55 @@ def test_numpyro_hierarchical_run_writes_columns_in_pymcs_order(tmp_path):
     assert 0.05 < mean[d + 1] < 1.5  # sigma_a
     assert np.corrcoef(mean[d + 2 : d + 2 + groups], fit[d:])[0, 1] > 0.5  # a, group order
     assert abs(mean[-1] - noise) < 0.15  # sigma
+
+
+GROUP_MODEL_KINDS = ("users", "users_noncentred", "lkj_slopes")
+
+
+@pytest.mark.parametrize("kind", GROUP_MODEL_KINDS)
+def test_data_of_the_group_kinds_have_every_group(kind):
+    case = PeerCase("g", 4_000, 2, kind=kind, groups=40, unbalanced=True)
+    data = case_data(case, seed=2)
+    assert data["x"].shape == (case.n, 2) and data["y"].shape == (case.n,)
+    assert np.bincount(data["group"]).size == case.groups
+    if kind.startswith("users"):
+        assert set(np.unique(data["y"])) == {0, 1}
+    else:
+        assert np.unique(data["y"]).size == case.n  # a Normal outcome
+
+
+@pytest.mark.parametrize("kind", GROUP_MODEL_KINDS)
+def test_group_kinds_have_the_same_draw_columns_in_pymc_and_numpyro(kind):
+    """Every column of DRAW_ORDER is a variable (free or Deterministic) of the PyMC model
+    and a sample or deterministic site of the numpyro model, of the same shape."""
+    import pymc as pm
+
+    case = PeerCase("g", 2_000, 2, kind=kind, groups=8, unbalanced=True)
+    data = case_data(case, seed=4)
+    model = _pymc_model(kind, data)
+    names = DRAW_ORDER[kind]
+    values = pm.draw([model[n] for n in names])
+    pymc_shapes = {name: np.shape(value) for name, value in zip(names, values, strict=True)}
+    assert pymc_shapes["a" if kind.startswith("users") else "ab"][0] == case.groups
+    pytest.importorskip("numpyro")
+    import jax
+    from numpyro.handlers import seed, trace
+
+    from pymc_minibatch_mh.bench.peer_runs import _numpyro_model
+
+    arrays = {key: jax.numpy.asarray(value) for key, value in data.items()}
+    sites = trace(seed(_numpyro_model(kind, case.groups), 0)).get_trace(arrays)
+    for name in names:
+        assert tuple(sites[name]["value"].shape) == pymc_shapes[name], name
+
+
+def test_hmcecs_that_cannot_fit_in_memory_is_not_started():
+    """2,000 users need about 45 GB of HMCECS proxy: refused with the numbers, not killed."""
+    pytest.importorskip("numpyro")
+    from pymc_minibatch_mh.bench.peer_runs import _check_hmcecs_memory, _numpyro_model
+
+    big = case_data(PeerCase("u", 20_000, 2, kind="users", groups=2_000, unbalanced=True), 1)
+    with pytest.raises(MemoryError, match=r"not run: .* 2004 parameters, about \d+ GB"):
+        _check_hmcecs_memory(_numpyro_model("users", 2_000), big, chains=2)
+    small = case_data(PeerCase("u", 2_000, 2, kind="users", groups=20, unbalanced=True), 1)
+    _check_hmcecs_memory(_numpyro_model("users", 20), small, chains=2)  # fits: no error

@@ -108,3 +108,25 @@ def test_a_saddle_is_not_taken_for_the_mode():
     assert result.converged
     assert abs(result.position[1]) == pytest.approx(1.0, abs=1e-4)  # a mode at q1 = +-1
     assert np.all(np.linalg.eigvalsh(result.proxy.hessian) < 0)
+
+
+@pytest.mark.parametrize("error", [OverflowError, ValueError])
+def test_a_trial_point_where_the_likelihood_overflows_shortens_the_step(error):
+    """A first Newton step that lands where a pass fails (e.g. ``math.exp`` of a huge
+    precision) is halved until a pass succeeds; the mode is still found."""
+    precision = np.array([[4.0, 1.0], [1.0, 2.0]])
+    mean = np.array([1.0, -3.0])
+    quadratic, prior_at, _ = _gaussian_pieces(mean, precision)
+    start = np.zeros(2)
+    exact = np.linalg.solve(precision + np.eye(2) / 100.0, precision @ mean)
+    failed = []
+
+    def taylor_at(q):
+        if np.allclose(q, exact):  # the full step: made to fail
+            failed.append(q.copy())
+            raise error("math range error")
+        return quadratic(q)
+
+    result = newton_map(taylor_at, prior_at, start, tolerance=1e-12)
+    assert failed  # the full step was tried and failed
+    np.testing.assert_allclose(result.position, exact, rtol=1e-4)
