@@ -129,4 +129,7 @@ class CentredCoordinates:
         twin_point = twin.twin_point(point)
         q = DictToArrayBijection.map({name: twin_point[name] for name in self._twin_var_names})
         new, stats = self.astep(q)
-        return twin.user_point(DictToArrayBijection.rmap(new)), stats
+        user = twin.user_point(DictToArrayBijection.rmap(new))
+        # In the point's own key order: PyMC's sequential sampler passes a point's values
+        # to its trace function by position.
+        return {name: user[name] for name in point}, stats

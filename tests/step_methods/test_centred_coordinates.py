@@ -179,3 +179,35 @@ def test_without_a_laplace_fit_in_the_twin_the_model_is_sampled_as_written(monke
         step = MinibatchBarker()
     assert step.centred_effects == ()
     assert [v.name for v in step.vars] == ["mu", "sigma_log__", "z"]
+
+
+def test_one_chain_in_one_process_records_the_users_variables():
+    """PyMC's sequential sampler passes a point's values to its trace by position: the
+    step returns the user's point in the order it was given, although the twin lists the
+    non-centred ``z`` after ``b``, declared after it (z's draws are z's)."""
+    rng = np.random.default_rng(2)
+    group = rng.integers(0, 4, size=400)
+    x = rng.normal(size=400)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        z = pm.Normal("z", 0.0, 1.0, shape=4)
+        b = pm.Normal("b", 0.0, 1.0)
+        y = rng.normal(size=400) + 0.5 * x
+        pm.Normal("y", (mu + sigma * z)[group] + b * x, 1.0, observed=y)
+        step = MinibatchBarker(progressbar=False)
+        assert step.centred_effects == ("z_centred <- z",)
+        idata = pm.sample(
+            step=step,
+            draws=30,
+            tune=30,
+            chains=1,
+            cores=1,
+            random_seed=1,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    posterior = idata.posterior
+    assert posterior["z"].shape == (1, 30, 4) and posterior["b"].shape == (1, 30)
+    assert [v.name for v in model.value_vars] == ["mu", "sigma_log__", "z", "b"]
+    assert abs(float(posterior["b"].mean()) - 0.5) < 0.3
