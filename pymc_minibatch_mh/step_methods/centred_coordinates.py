@@ -126,10 +126,27 @@ class CentredCoordinates:
         twin = self._centring
         if twin is None:
             return super().step(point)
-        twin_point = twin.twin_point(point)
-        q = DictToArrayBijection.map({name: twin_point[name] for name in self._twin_var_names})
+        last = getattr(self, "_last_exchange", None)
+        if last is not None and _same_point(point, last[0]):
+            # The point this step returned: continue from its own twin position, not from
+            # the round trip z = (a - mu) / sigma, a = mu + sigma * z, whose rounding would
+            # make the position look new (FlyMC then redraws every brightness variable).
+            q = last[1]
+        else:
+            twin_point = twin.twin_point(point)
+            names = self._twin_var_names
+            q = DictToArrayBijection.map({name: twin_point[name] for name in names})
         new, stats = self.astep(q)
         user = twin.user_point(DictToArrayBijection.rmap(new))
         # In the point's own key order: PyMC's sequential sampler passes a point's values
         # to its trace function by position.
-        return {name: user[name] for name in point}, stats
+        out = {name: user[name] for name in point}
+        self._last_exchange = (out, new)
+        return out, stats
+
+
+def _same_point(point: dict, other: dict) -> bool:
+    """Whether two points hold equal arrays under the same names."""
+    return point.keys() == other.keys() and all(
+        np.array_equal(point[name], other[name]) for name in point
+    )

@@ -211,3 +211,35 @@ def test_one_chain_in_one_process_records_the_users_variables():
     assert posterior["z"].shape == (1, 30, 4) and posterior["b"].shape == (1, 30)
     assert [v.name for v in model.value_vars] == ["mu", "sigma_log__", "z", "b"]
     assert abs(float(posterior["b"].mean()) - 0.5) < 0.3
+
+
+def test_flymc_on_non_centred_effects_keeps_its_brightness_variables():
+    """The step continues from its own twin position: the round trip through the user's
+    z would change it by rounding, and FlyMC would then redraw every brightness variable
+    (read every row) at every draw."""
+    rng = np.random.default_rng(7)
+    groups, n = 20, 6_000
+    group = rng.integers(0, groups, size=n)
+    x = rng.normal(size=n)
+    effects = rng.normal(-0.3, 0.8, size=groups)
+    y = (rng.random(n) < special.expit(effects[group] + 0.5 * x)).astype(np.int8)
+    with pm.Model():
+        mu = pm.Normal("mu", 0.0, 2.0)
+        tau = pm.HalfNormal("tau", 1.0)
+        z = pm.Normal("z", 0.0, 1.0, shape=groups)
+        b = pm.Normal("b", 0.0, 1.0)
+        pm.Bernoulli("y", logit_p=(mu + tau * z)[group] + b * x, observed=y)
+        step = FlyMC(progressbar=False)
+        assert step.centred_effects == ("z_centred <- z",)
+        idata = pm.sample(
+            step=step,
+            draws=60,
+            tune=60,
+            chains=1,
+            cores=1,
+            random_seed=3,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    rows = idata.sample_stats["batch_size"].values
+    assert rows.mean() < 0.25 * n, rows.mean()
