@@ -24,14 +24,7 @@ estimate's variance ``s^2`` is below the correction table's ``sigma^2``, accept 
 
 Both errors are those of their step's test on a batch of a few rows: small when the proxy
 fits (the residuals are then nearly constant within a group), and zero for groups
-decided on all their rows.
-
-References
-----------
-.. [1] Seita, D., Pan, X., Chen, H., Canny, J. "An Efficient Minibatch Acceptance Test for
-   Metropolis-Hastings", UAI 2017.
-.. [2] Korattikara, A., Chen, Y., Welling, M. "Austerity in MCMC Land: Cutting the
-   Metropolis-Hastings Budget", ICML 2014.
+decided on all their rows. References are in :func:`group_minibatch_sweep`.
 """
 
 from __future__ import annotations
@@ -142,6 +135,19 @@ def group_minibatch_sweep(
     Returns
     -------
     (ChainState, GroupSweepInfo)
+
+    Notes
+    -----
+    **Approximate.** Each group's decision errs as its step's test does on a batch of a
+    few rows: Barker's test with the correction distribution [1]_, or the sequential t
+    test [2]_.
+
+    References
+    ----------
+    .. [1] Seita, D., Pan, X., Chen, H., Canny, J. "An Efficient Minibatch Acceptance Test
+       for Metropolis-Hastings", UAI 2017.
+    .. [2] Korattikara, A., Chen, Y., Welling, M. "Austerity in MCMC Land: Cutting the
+       Metropolis-Hastings Budget", ICML 2014.
     """
     inv_k = 1.0 / temperature
     n_groups = blocks.n_groups
