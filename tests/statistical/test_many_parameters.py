@@ -66,9 +66,17 @@ SEED = 2031
 #: coordinate's ESS well above the floor.
 DRAWS_BY_STEP = {"FlyMC": 6000}
 #: Known failures, with the measurement behind each (strict xfail: a fix makes the test
-#: fail until the entry is removed). None today: FlyMC on the Poisson multilevel model, the
-#: last entry, now refuses at construction (see :data:`EXPECTED_REFUSALS`).
-KNOWN_FAILURES: dict[tuple[str, str], str] = {}
+#: fail until the entry is removed).
+KNOWN_FAILURES: dict[tuple[str, str], str] = {
+    # Measured on PyMC 5 with group sweeps (2 x (1000 + 2000) draws). Barker, TunaMH and
+    # FlyMC pass on these models.
+    ("lkj_bernoulli", "Austere"): (
+        "underpowered: Monte Carlo s.e. 0.050-0.060 sd on 4 of 80 effects (its sweeps mix "
+        "more slowly than Barker's); 4.7 % of N per draw"
+    ),
+    ("bernoulli_slopes_noncentred", "Austere"): "fails the check; 5.6 % of N per draw",
+    ("negbin_stores", "Austere"): "fails the check; 13 % of N per draw",
+}
 
 ACCEPTED, REFUSED = step_pairs(MANY_BUILDERS, EXPECTED_REFUSALS, KNOWN_FAILURES)
 
