@@ -76,6 +76,10 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ),
     ("bernoulli_slopes_noncentred", "Austere"): "fails the check; 5.6 % of N per draw",
     ("negbin_stores", "Austere"): "fails the check; 13 % of N per draw",
+    # Against 4 x 2000 NUTS draws; MinibatchBarker passes there (37 % of N per draw).
+    ("bernoulli_users", "TunaMH"): (
+        "underpowered: Monte Carlo s.e. of sigma_a 0.062 sd; 13 % of N per draw"
+    ),
 }
 
 ACCEPTED, REFUSED = step_pairs(MANY_BUILDERS, EXPECTED_REFUSALS, KNOWN_FAILURES)
