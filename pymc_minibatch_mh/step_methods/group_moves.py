@@ -51,10 +51,8 @@ from pymc_minibatch_mh.step_methods.proposal_mixture import SURROGATE_TRANSITION
 MIN_GROUPS = 3
 #: Acceptance rate the groups' random-walk scale is tuned to under Metropolis' rule (one or
 #: two coordinates per group: near the optimum of a low-dimensional random walk); a step
-#: with Barker's rule scales it by the ratio of its rule's optimal rate to Metropolis'.
+#: with Barker's rule sets its own ``group_target_accept``.
 GROUP_TARGET_ACCEPT = 0.4
-#: The optimal acceptance rate of Metropolis' random walk in high dimension.
-METROPOLIS_OPTIMUM = 0.234
 #: A Hessian entry between two groups larger than this, relative to the largest, means
 #: the rows of one group read another's effects: no sweep.
 CROSS_GROUP_RTOL = 1e-10
@@ -62,6 +60,9 @@ CROSS_GROUP_RTOL = 1e-10
 
 class GroupMoves:
     """Sweeps over a multilevel model's groups (a mixin; see the module docstring)."""
+
+    #: Acceptance rate of the groups' moves that tuning aims at.
+    group_target_accept = GROUP_TARGET_ACCEPT
 
     def _init_group_moves(self, enabled: bool) -> None:
         """Find the groups once, at construction; ``group_moves_unavailable`` says why not."""
@@ -269,8 +270,9 @@ class GroupMoves:
             return state, GroupSweepInfo(np.nan, 0)  # the bound lost its cells
         state, info = self._sweep_kernel(state, table, settings)
         if self.tune and self.adapt:
-            target = GROUP_TARGET_ACCEPT * self.default_target_accept / METROPOLIS_OPTIMUM
-            self.group_adaptation = adapt_scale(self.group_adaptation, info.group_accept, target)
+            self.group_adaptation = adapt_scale(
+                self.group_adaptation, info.group_accept, self.group_target_accept
+            )
         return state, info
 
     def _then_sweep(self, state: ChainState, info, settings=None):
