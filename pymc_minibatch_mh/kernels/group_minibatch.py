@@ -36,7 +36,13 @@ import numpy as np
 from scipy import special
 
 from pymc_minibatch_mh.kernels.correction import CorrectionTable
-from pymc_minibatch_mh.kernels.group_sweep import GroupBlocks, GroupSweepInfo
+from pymc_minibatch_mh.kernels.group_sweep import (
+    GroupBlocks,
+    GroupSweepInfo,
+    propose_groups,
+    proxy_group_diff,
+    rows_of_groups,
+)
 from pymc_minibatch_mh.kernels.target import ChainState
 
 #: Rows drawn per undecided group at the first stage (doubling after).
@@ -152,14 +158,11 @@ def group_minibatch_sweep(
     inv_k = 1.0 / temperature
     n_groups = blocks.n_groups
     position = state.position
-    z = rng.standard_normal((n_groups, blocks.width))
-    step = scale * np.einsum("gij,gj->gi", blocks.chol, z)
-    proposal = blocks.moved(position, step)
-    proxy = target.proxy
-    drift = proxy.gradient + 0.5 * proxy.hessian_dot(proposal + position - 2.0 * proxy.reference)
+    step, proposal = propose_groups(rng, blocks, position, scale)
     known = prior_terms(proposal) - prior_terms(position)
     finite = np.isfinite(known)
-    known = np.where(finite, known + blocks.sums(drift * (proposal - position)) * inv_k, known)
+    proxy_part = proxy_group_diff(target.proxy, blocks, proposal, position, inv_k)
+    known = np.where(finite, known + proxy_part, known)
     threshold = test.thresholds(rng, n_groups)
 
     cells = table.cells
@@ -230,11 +233,8 @@ def _at(threshold, which):
 def _exact_log_ratio(target, cells, blocks: GroupBlocks, which, proposal, position):
     """Each chosen group's residual sum over all its rows (untempered), and rows read."""
     groups = np.flatnonzero(which)
-    starts = cells.starts[blocks.cells[groups]]
-    ends = cells.starts[blocks.cells[groups] + 1]
-    idx = np.concatenate([cells.order[a:b] for a, b in zip(starts, ends, strict=True)])
-    owner = np.repeat(np.arange(groups.size), ends - starts)
-    diff = np.asarray(target.loglik_diff(proposal, position, idx.astype(np.int64)), float)
+    idx, owner = rows_of_groups(cells, blocks, groups)
+    diff = np.asarray(target.loglik_diff(proposal, position, idx), float)
     with np.errstate(invalid="ignore"):
-        sums = np.bincount(owner, diff, minlength=groups.size)
+        sums = np.bincount(owner, diff, minlength=blocks.n_groups)[groups]
     return sums, int(idx.size)

@@ -163,9 +163,7 @@ def group_tuna_sweep(
     chi = settings.chi
     n_groups = blocks.n_groups
     position = state.position
-    z = rng.standard_normal((n_groups, blocks.width))
-    step = scale * np.einsum("gij,gj->gi", blocks.chol, z)
-    proposal = blocks.moved(position, step)
+    step, proposal = propose_groups(rng, blocks, position, scale)
 
     # Where the bound holds: a region of cells, a box, or everywhere. Outside it the
     # density counts as 0 (as outside the prior's support), decided without data.
@@ -176,9 +174,7 @@ def group_tuna_sweep(
     log_r = np.where(inside_old | ~inside_new, log_r, np.inf)
     live = np.isfinite(log_r)
     x_new, x_old = proposal, position
-    proxy = target.proxy
-    drift = proxy.gradient + 0.5 * proxy.hessian_dot(x_new + x_old - 2.0 * proxy.reference)
-    log_r = log_r + np.where(live, blocks.sums(drift * (x_new - x_old)) * inv_k, 0.0)
+    log_r = log_r + np.where(live, proxy_group_diff(target.proxy, blocks, x_new, x_old, inv_k), 0.0)
 
     cells = table.cells
     cell_metric = cells.metrics(position, proposal)[blocks.cells]
@@ -214,6 +210,35 @@ def group_tuna_sweep(
     return new_state, GroupSweepInfo(float(accepted.mean()), rows_read)
 
 
+def propose_groups(
+    rng: np.random.Generator, blocks: GroupBlocks, position: np.ndarray, scale: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(step, proposal)``: every group's effects moved by the random walk whitened by its
+    conditional Laplace factor, ``step`` of shape ``(G, width)``."""
+    z = rng.standard_normal((blocks.n_groups, blocks.width))
+    step = scale * np.einsum("gij,gj->gi", blocks.chol, z)
+    return step, blocks.moved(position, step)
+
+
+def proxy_group_diff(proxy, blocks: GroupBlocks, new: np.ndarray, old: np.ndarray, inv_k: float):
+    """Each group's part of the summed Taylor proxy's difference between ``new`` and
+    ``old`` (which differ in the groups' effects only; the proxy's Hessian has no block
+    between groups), tempered by ``inv_k``, shape (G,)."""
+    drift = proxy.gradient + 0.5 * proxy.hessian_dot(new + old - 2.0 * proxy.reference)
+    return blocks.sums(drift * (new - old)) * inv_k
+
+
+def rows_of_groups(cells, blocks: GroupBlocks, groups: np.ndarray):
+    """Every row of the given groups and the group of each: ``(rows, groups)``, int64."""
+    starts = cells.starts[blocks.cells[groups]]
+    ends = cells.starts[blocks.cells[groups] + 1]
+    pieces = [cells.order[a:b] for a, b in zip(starts, ends, strict=True)]
+    if not pieces:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    rows = np.concatenate(pieces).astype(np.int64)
+    return rows, np.repeat(np.asarray(groups, dtype=np.int64), ends - starts)
+
+
 def _inside(bound, blocks: GroupBlocks, q: np.ndarray) -> np.ndarray:
     """Whether each group's part of ``q`` lies where the bound holds, shape (G,)."""
     inside = np.ones(blocks.n_groups, dtype=bool)
@@ -231,16 +256,11 @@ def _rows_read_exactly(cells, blocks: GroupBlocks, live: np.ndarray, exact: np.n
     """Every row of the groups tested on all their rows (``exact``), and the rows without
     a constant (``blocks.exact_rows``) of the other groups that moved. Returns
     ``(rows, group of each row)``."""
-    group_cells = blocks.cells
-    groups = np.flatnonzero(exact)
-    starts, ends = cells.starts[group_cells[groups]], cells.starts[group_cells[groups] + 1]
-    pieces = [cells.order[a:b] for a, b in zip(starts, ends, strict=True)]
-    owners = [np.full(b - a, g) for g, a, b in zip(groups, starts, ends, strict=True)]
+    rows, group_of_row = rows_of_groups(cells, blocks, np.flatnonzero(exact))
+    pieces, owners = [rows], [group_of_row]
     if blocks.exact_rows is not None:
         owner = blocks.exact_row_groups
         keep = live[owner] & ~exact[owner]
         pieces.append(blocks.exact_rows[keep])
         owners.append(owner[keep])
-    if not pieces:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return np.concatenate(pieces).astype(np.int64), np.concatenate(owners).astype(np.int64)
