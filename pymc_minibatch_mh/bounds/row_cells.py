@@ -266,7 +266,10 @@ def likelihood_row_supports(lp) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`~pymc_minibatch_mh.data.row_design.row_supports` of ``lp.design``, joined with
     those of a scale per row (``lp.scale_design``, e.g. ``sigma[group]``): a row touches
     its linear predictor's coordinates and its scale's. None when either has no sparse
-    structure that cells could use."""
+    structure that cells could use, and for a likelihood of several parts (no one design).
+    """
+    if getattr(lp, "parts", None) is not None or not hasattr(lp, "design"):
+        return None
     supports = row_supports(lp.design)
     scale = getattr(lp, "scale_design", None)
     if supports is None or scale is None:

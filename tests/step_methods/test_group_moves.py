@@ -256,3 +256,21 @@ def test_negative_control_tempered_approximate_sweeps_fail(groups_and_a_slope, s
         step = step_class(temperature=2.0)
     assert step.group_moves
     assert _shared_problems(_sample(model, step), mean, sd)
+
+
+@pytest.mark.parametrize("step_class", [MinibatchBarker, Austere])
+def test_several_observed_variables_over_the_same_rows_are_sampled(step_class):
+    """A likelihood of several parts has no single design: no sweep, no crash (it raised
+    AttributeError while looking for the rows' supports)."""
+    rng = np.random.default_rng(3)
+    n = 2000
+    x = rng.normal(size=n)
+    with pm.Model():
+        a = pm.Normal("a", 0, 2)
+        b = pm.Normal("b", 0, 2)
+        pm.Bernoulli("y", logit_p=a + b * x, observed=(rng.random(n) < special.expit(0.3 + x)))
+        pm.StudentT("z", nu=4, mu=a - b * x, sigma=1.0, observed=rng.standard_t(4, n))
+        step = step_class()
+        assert not step.group_moves
+        idata = pm.sample(step=step, draws=50, tune=50, chains=1, cores=1, random_seed=2, **QUIET)
+    assert np.isfinite(idata["posterior"]["a"].values).all()
