@@ -22,9 +22,14 @@ linear predictor both bounds are found automatically from the model:
   then applies to the remainders of a Taylor expansion around the MAP, which are tiny
   near the mode.
 
-Both run with their defaults, whose proposal mixes independence moves from the Laplace
-approximation at the MAP (suited to this unimodal, near-Gaussian posterior) with
-adaptive random-walk moves.
+Both run with their defaults. Every coefficient has a Normal prior, so both move with
+Hamiltonian dynamics that read no data: TunaMH's proposal is the exact flow on the
+Gaussian surrogate (prior plus Taylor proxy), one MH step per draw; FlyMC's ``theta``
+update is HMC given the bright rows, split around the Gaussian made of the prior and the
+collapsed bounds, five ``theta`` and brightness updates per draw.
+
+For a model that neither exact step certifies, ``MinibatchBarker()``, the recommended
+default step, samples it approximately with a reported error.
 """
 
 from __future__ import annotations
@@ -66,9 +71,9 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     show = not args.quick
 
     steps = {
-        # MAP-tuned Student-t bounds; three theta updates (each followed by a brightness
-        # update) per PyMC draw. The probability q_db that a dark point proposes to
-        # brighten is tuned to the bright fraction while tuning, then fixed.
+        # MAP-tuned Student-t bounds; five HMC theta updates (each followed by a
+        # brightness update) per PyMC draw. The probability q_db that a dark point proposes
+        # to brighten is tuned while tuning, then fixed.
         "flymc map-tuned": lambda: FlyMC(progressbar=show),
         # Lipschitz bound on the Taylor remainders; chi (the batch-size knob) is chosen
         # while tuning by the paper's heuristic, then fixed, so the chain is exact.

@@ -17,6 +17,9 @@ _EXPORTS = {
     "chi_from_kappa": "pymc_minibatch_mh.bounds.lipschitz",
     "design_austere_test": "pymc_minibatch_mh.kernels.austere_design",
     "compare": "pymc_minibatch_mh.diagnostics",
+    "check_mixing": "pymc_minibatch_mh.diagnostics",
+    "plot_data_use": "pymc_minibatch_mh.diagnostics",
+    "subsample_model": "pymc_minibatch_mh.diagnostics",
     "chunked_data": "pymc_minibatch_mh.data.chunked_data",
     "tall_array": "pymc_minibatch_mh.data.tall_array",
 }

@@ -8,7 +8,8 @@ and HMCECS through the peers machinery; needs ``[peers]`` too), crossover (the N
 which each step beats PyMC's NUTS on a linear, a hierarchical and a logistic model; needs
 ``[peers]``), or tall-disk (default
 steps on float32 data in ``.npy`` files opened as memory maps: peak memory, setup against
-one raw read, cost per draw).
+one raw read, cost per draw). Every run rewrites the index of its output folder
+(``README.md``, :mod:`pymc_minibatch_mh.bench.results_index`); ``index`` rewrites it alone.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from pymc_minibatch_mh.bench.experiments import EXPERIMENTS, RunSettings, run
 from pymc_minibatch_mh.bench.report import markdown_table, write_all
+from pymc_minibatch_mh.bench.results_index import write_index
 from pymc_minibatch_mh.bench.tall_disk import SOURCES
 
 
@@ -30,7 +32,8 @@ def main(argv: list[str] | None = None) -> list[Path]:
         description="Run minibatch-MH benchmarks against NUTS on synthetic tall data.",
     )
     parser.add_argument(
-        "experiment", choices=[*EXPERIMENTS, "all", "peers", "many", "crossover", "tall-disk"]
+        "experiment",
+        choices=[*EXPERIMENTS, "all", "peers", "many", "crossover", "tall-disk", "index"],
     )
     parser.add_argument(
         "--quick",
@@ -87,6 +90,13 @@ def main(argv: list[str] | None = None) -> list[Path]:
         "this many worker processes (0: none)",
     )
     args = parser.parse_args(argv)
+    written = [] if args.experiment == "index" else _run_experiment(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"index rewritten: {write_index(args.out)}")
+    return written
+
+
+def _run_experiment(args) -> list[Path]:
     if args.experiment == "peers":
         return _peers(args)
     if args.experiment == "many":

@@ -1,10 +1,14 @@
-"""Rank-normalised split R-hat and bulk effective sample size, in numpy.
+"""Rank-normalised split R-hat and bulk effective sample size, in numpy, for the steps.
 
 The definitions of Vehtari et al. (2021), which ArviZ also implements, computed here
 without ArviZ: a step checks its own chain at the end of sampling inside PyMC's worker
 process, and importing ArviZ there (it pulls in scipy.stats and matplotlib) cost about
 1.5 s of every chain's wall time. Arrays are ``(chain, draw, K)``; every statistic is
 computed for the ``K`` coordinates at once.
+
+Only the steps' per-chain check (:mod:`pymc_minibatch_mh.step_methods.monitor`) uses
+this module. The public diagnostics report ArviZ's own values
+(:mod:`~pymc_minibatch_mh.diagnostics.convergence`); the tests check that the two agree.
 
 References
 ----------
@@ -112,3 +116,22 @@ def effective_sample_size(draws: np.ndarray) -> np.ndarray:
 def bulk_ess(draws: np.ndarray) -> np.ndarray:
     """Bulk ESS: the ESS of the rank-normalised split chains."""
     return effective_sample_size(rank_normalise(split_chains(np.asarray(draws, np.float64))))
+
+
+def chain_diagnostics(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bulk ESS and split R-hat of each coordinate of ``draws`` ``(chain, draw, K)``.
+
+    For the steps' own check of their chain inside PyMC's worker processes
+    (:mod:`pymc_minibatch_mh.step_methods.monitor`); the public diagnostics use ArviZ's
+    values (:mod:`~pymc_minibatch_mh.diagnostics.convergence`). A coordinate that never
+    moved gets ESS 0 and R-hat inf; with one chain R-hat is reported as 1 (not computed).
+    """
+    draws = np.asarray(draws, dtype=np.float64)
+    draws = draws.reshape(draws.shape[0], draws.shape[1], -1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ess = bulk_ess(draws)
+        rhat = split_rhat(draws) if draws.shape[0] > 1 else np.ones_like(ess)
+    moved = np.ptp(draws.reshape(-1, ess.size), axis=0) > 0
+    ess = np.where(np.isfinite(ess) & moved, ess, 0.0)
+    rhat = np.where(np.isfinite(rhat) & moved, rhat, np.inf)
+    return ess, rhat

@@ -4,6 +4,8 @@ PyMC's own convergence checks run only with ``compute_convergence_checks=True`` 
 say what to do. :func:`check_mixing` reads the returned draws of every chain: split R-hat
 (rank-normalised, Vehtari et al. 2021) above ``max_rhat`` means the chains disagree, and a
 bulk effective sample size below ``min_ess_per_chain`` per chain means they barely move.
+Both are ArviZ's values (``az.rhat``, ``az.ess(method="bulk")``), the numbers a user's own
+``az.summary`` shows.
 Each minibatch step also checks its own chain while sampling
 (:mod:`pymc_minibatch_mh.step_methods.monitor`); only this function sees all chains.
 
@@ -20,7 +22,9 @@ import warnings
 
 import numpy as np
 
-from pymc_minibatch_mh.diagnostics.chain_statistics import bulk_ess, split_rhat
+# Re-exported for pymc_minibatch_mh.step_methods.monitor, which imports it from here; the
+# public check below does not use it.
+from pymc_minibatch_mh.diagnostics.convergence import ess_bulk, rhat
 from pymc_minibatch_mh.diagnostics.groups import posterior
 
 #: Split R-hat above which chains count as disagreeing.
@@ -31,24 +35,6 @@ MIN_ESS_PER_CHAIN = 10.0
 
 class MixingWarning(UserWarning):
     """The chains disagree or barely move: their draws are not to be trusted."""
-
-
-def chain_diagnostics(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Bulk ESS and split R-hat of each coordinate of ``draws`` ``(chain, draw, K)``.
-
-    A coordinate that never moved gets ESS 0 and R-hat inf; with one chain R-hat is
-    reported as 1 (not computed). Computed without ArviZ
-    (:mod:`~pymc_minibatch_mh.diagnostics.chain_statistics`).
-    """
-    draws = np.asarray(draws, dtype=np.float64)
-    draws = draws.reshape(draws.shape[0], draws.shape[1], -1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ess = bulk_ess(draws)
-        rhat = split_rhat(draws) if draws.shape[0] > 1 else np.ones_like(ess)
-    moved = np.ptp(draws.reshape(-1, ess.size), axis=0) > 0
-    ess = np.where(np.isfinite(ess) & moved, ess, 0.0)
-    rhat = np.where(np.isfinite(rhat) & moved, rhat, np.inf)
-    return ess, rhat
 
 
 def check_mixing(
@@ -68,9 +54,11 @@ def check_mixing(
     var_names : list of str, optional
         Variables to check. Default: every variable of the posterior group.
     max_rhat : float, default 1.05
-        Largest split R-hat accepted for any coordinate of a variable.
+        Largest split R-hat (ArviZ's ``az.rhat``) accepted for any coordinate of a
+        variable; not checked for a single chain.
     min_ess_per_chain : float, default 10
-        Smallest bulk ESS per chain accepted for any coordinate of a variable.
+        Smallest bulk ESS (ArviZ's ``az.ess(method="bulk")``) per chain accepted for any
+        coordinate of a variable. A coordinate that never moved has ESS 0.
     warn : bool, default True
         Issue one :class:`MixingWarning` that lists the problems.
 
@@ -93,9 +81,9 @@ def check_mixing(
     for name in names:
         draws = np.asarray(post[name])
         n_chains = draws.shape[0]
-        ess, rhat = chain_diagnostics(draws)
+        ess = ess_bulk(draws)
         found = []
-        worst_rhat = float(np.max(rhat)) if n_chains > 1 else 1.0
+        worst_rhat = float(np.max(rhat(draws))) if n_chains > 1 else 1.0
         if worst_rhat > max_rhat:
             found.append(f"split R-hat {worst_rhat:.3g} > {max_rhat:g} (the chains disagree)")
         if float(np.min(ess)) < min_ess_per_chain * n_chains:

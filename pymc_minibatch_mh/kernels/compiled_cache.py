@@ -7,7 +7,10 @@ uses them only when numba's disk cache already holds them for its types (:func:`
 the cache's index is read, nothing is compiled). Otherwise it keeps its numpy path, and
 :func:`ready` starts their compilation in a separate process at the lowest priority, which
 writes numba's cache and exits, so that later runs on the machine find them. A marker file
-beside the cache keeps a second process from compiling the same loops meanwhile.
+beside the cache keeps a second process from compiling the same loops meanwhile. The cache
+and its markers are in the package's cache directory, never beside the installed modules
+(see :mod:`~pymc_minibatch_mh.cache_location`); where it cannot be written, nothing is
+compiled in the background and the chains keep their numpy paths.
 ``PYMC_MINIBATCH_MH_COMPILED_LOOPS=0`` in the environment switches the compiled loops off
 (neither used nor compiled).
 """
@@ -20,6 +23,7 @@ import sys
 import time
 from functools import cache
 
+from pymc_minibatch_mh.cache_location import CACHE_DIR_VARIABLE
 from pymc_minibatch_mh.kernels import split_kicks
 
 #: The environment variable that switches the compiled loops off when "0".
@@ -76,7 +80,10 @@ def _on_disk(loop, signature: tuple) -> bool:
     Dispatcher.compile looks up before compiling, in an index of the current source)."""
     disk = loop._cache
     key = disk._index_key(signature, loop.targetctx.codegen())
-    return key in disk._cache_file._load_index()
+    try:
+        return key in disk._cache_file._load_index()
+    except OSError:  # the cache directory is gone or unreadable: nothing on disk
+        return False
 
 
 def compile_in_background(types: tuple) -> bool:
@@ -93,18 +100,29 @@ COMPILING_STALE_S = 600.0
 @cache
 def _start(types: tuple) -> bool:
     marker = _compiling_marker(types)
+    if marker is None:
+        return False  # no disk cache to compile into
     try:
         if time.time() - os.path.getmtime(marker) < COMPILING_STALE_S:
             return False  # another process is compiling them
     except OSError:  # no marker: none is
         pass
-    with open(marker, "w") as f:
-        f.write(str(os.getpid()))
+    try:
+        with open(marker, "w") as f:
+            f.write(str(os.getpid()))
+    except OSError:  # the cache directory is not writable: its compilation could not be kept
+        return False
     command = [sys.executable, "-m", __name__, marker, *map(str, types)]
+    # The compiling process writes where this one looks, named to it as numba's own cache
+    # directory (which it uses for nothing else), so that it need not resolve the package's
+    # location again (that would import PyTensor for its compile directory).
+    env = {key: value for key, value in os.environ.items() if key != CACHE_DIR_VARIABLE}
+    env["NUMBA_CACHE_DIR"] = os.path.dirname(os.path.dirname(marker))
     # Same session and process group as the caller, so that the lowest priority holds
     # against its chains (a new session gets a scheduler group of its own on Linux).
     subprocess.Popen(
         command,
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -113,10 +131,18 @@ def _start(types: tuple) -> bool:
     return True
 
 
-def _compiling_marker(types: tuple) -> str:
-    """A file beside numba's cache of the loops that says they are being compiled."""
-    cache_dir = split_kicks.compiled_loops().split_trajectory._cache._cache_path
-    os.makedirs(cache_dir, exist_ok=True)
+def _compiling_marker(types: tuple) -> str | None:
+    """A file beside numba's cache of the loops (in the package's cache directory) that says
+    they are being compiled; None when the loops have no disk cache."""
+    loops = split_kicks.compiled_loops()
+    cache_dir = getattr(getattr(loops, "split_trajectory", None), "_cache", None)
+    cache_dir = getattr(cache_dir, "_cache_path", None)
+    if cache_dir is None:
+        return None
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+    except OSError:
+        return None
     return os.path.join(cache_dir, "compiling-" + "-".join(map(str, types)))
 
 

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
+from pymc_minibatch_mh.cache_location import cached_njit
+
 # Reassociation lets the row sums vectorise; no flag that assumes finite values (the loops
-# test for infinities and NaN).
-_jit = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+# test for infinities and NaN). The disk cache is numba's, in the package's cache directory
+# (see :mod:`~pymc_minibatch_mh.cache_location`), not in ``__pycache__`` beside this file.
+_jit = cached_njit(nogil=True, fastmath={"reassoc", "contract"})
 
 #: Statuses returned by the loops.
 AT_END, REJECT, BOUND_VIOLATED = 0, 1, 2

@@ -28,9 +28,11 @@ links the stored, already rewritten graph: C modules and numba's machine code co
 their own caches. Entries are written atomically; a damaged one is compiled again with a
 warning; beyond :data:`MAX_ENTRIES` the least recently used are deleted.
 
-The directory is ``minibatch_mh_functions`` under ``pytensor.config.compiledir``; the
-environment variable ``PYMC_MINIBATCH_MH_FUNCTION_CACHE`` set to ``0`` switches the cache
-off, set to a path puts it there. :func:`use_function_cache` switches it in a process.
+The directory is the package's (:mod:`~pymc_minibatch_mh.cache_location`):
+``minibatch_mh_functions`` under ``pytensor.config.compiledir``, or ``functions`` under
+``$PYMC_MINIBATCH_MH_CACHE_DIR`` when that is set. The environment variable
+``PYMC_MINIBATCH_MH_FUNCTION_CACHE`` set to ``0`` switches the cache off, set to a path puts
+it there. :func:`use_function_cache` switches it in a process.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from pytensor.graph.fg import FunctionGraph
 from pytensor.graph.op import HasInnerGraph
 from pytensor.graph.utils import Scratchpad
 
+from pymc_minibatch_mh.cache_location import package_cache_directory
 from pymc_minibatch_mh.likelihood.graph_tools import toposort
 
 #: Constants with more elements than this make a graph uncacheable (the stored function
@@ -75,6 +78,8 @@ def _environment_setting() -> str:
 
 
 _enabled = _environment_setting() not in _OFF
+#: Directories a store has failed in (warned about once per process).
+_unwritable: set[Path] = set()
 
 
 class Uncacheable(Exception):
@@ -93,11 +98,13 @@ def function_cache_enabled() -> bool:
 
 
 def cache_directory() -> Path:
-    """Where compiled functions are stored."""
+    """Where compiled functions are stored: ``PYMC_MINIBATCH_MH_FUNCTION_CACHE`` when it
+    names a directory, else the package's cache directory for them
+    (:func:`~pymc_minibatch_mh.cache_location.package_cache_directory`)."""
     configured = _environment_setting()
     if configured not in _OFF + _ON:
-        return Path(configured)
-    return Path(pytensor.config.compiledir) / "minibatch_mh_functions"
+        return Path(configured).expanduser()
+    return package_cache_directory("functions")
 
 
 def graph_key(inputs, outputs, kwargs: dict) -> str | None:
@@ -182,6 +189,9 @@ def store(key: str, function) -> None:
     except OSError as err:
         if temporary is not None:
             Path(temporary).unlink(missing_ok=True)
+        if directory in _unwritable:
+            return  # said once: the functions are compiled in each process
+        _unwritable.add(directory)
         warnings.warn(
             f"Could not store a compiled function in {directory} ({err}); set "
             f"{ENVIRONMENT_VARIABLE}=0 to switch the cache off or to a writable directory.",

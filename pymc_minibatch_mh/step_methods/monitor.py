@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from pymc.stats.convergence import SamplerWarning, WarningType
 
-from pymc_minibatch_mh.diagnostics.mixing import chain_diagnostics
+from pymc_minibatch_mh.diagnostics.chain_statistics import chain_diagnostics
 from pymc_minibatch_mh.kernels.proposals import ProposalMixture, RandomWalkProposal
 
 #: Post-tuning draw at which the first check runs; later checks at 2x, 4x, ...

@@ -156,3 +156,21 @@ def test_child_processes_keep_every_compile_cache_in_one_directory(tmp_path, mon
     # Control: without flags of the user's own, only the directory is set.
     monkeypatch.delenv("PYTENSOR_FLAGS")
     assert compile_cache_env(tmp_path)["PYTENSOR_FLAGS"] == directories
+
+
+def test_a_method_over_its_case_time_limit_gets_a_row_saying_so(tmp_path):
+    """A real process stopped at the case's limit: a row with the limit, not a crash."""
+    case = PeerCase("tiny", 3000, 2, draws=100, tune=100, timeout_s=0.5)
+    data = _logistic_file(case, tmp_path, seed=3)
+    run = _run_one("MinibatchBarker", case, data, tmp_path, seed=3, cache="warm")
+    assert run["error"] == "not finished within the case's limit of 0.5 s."
+    assert run["wall_s"] < 30
+    # negative control: the default limit lets the same run finish (above)
+    assert PeerCase("tiny", 3000, 2).timeout_s == 3 * 3600
+
+
+def test_quick_many_cases_with_numpyro_have_a_time_limit():
+    from pymc_minibatch_mh.bench.many import QUICK_CASES, QUICK_TIMEOUT_S
+
+    limited = [c for c in QUICK_CASES if c.kind in ("users_noncentred", "lkj_slopes")]
+    assert limited and all(c.timeout_s == QUICK_TIMEOUT_S <= 900 for c in limited)

@@ -1,10 +1,16 @@
-"""The numpy split R-hat and bulk ESS agree with ArviZ's (the reference implementation)."""
+"""The numpy split R-hat and bulk ESS, used by the steps' own per-chain check inside the
+worker processes, agree with ArviZ's (the reference implementation)."""
 
 import arviz as az
 import numpy as np
 import pytest
 
-from pymc_minibatch_mh.diagnostics.chain_statistics import average_ranks, bulk_ess, split_rhat
+from pymc_minibatch_mh.diagnostics.chain_statistics import (
+    average_ranks,
+    bulk_ess,
+    chain_diagnostics,
+    split_rhat,
+)
 
 
 def _ar1(rng, phi, shape):
@@ -48,3 +54,11 @@ def test_disagreeing_chains_have_large_rhat_and_small_ess():
 def test_average_ranks_share_ties():
     ranks = average_ranks(np.array([[2.0], [1.0], [2.0], [5.0]]))
     np.testing.assert_array_equal(ranks[:, 0], [2.5, 1.0, 2.5, 4.0])
+
+
+def test_a_constant_coordinate_has_no_ess():
+    draws = np.zeros((1, 100, 2))
+    draws[0, :, 1] = np.random.default_rng(3).normal(size=100)
+    ess, rhat = chain_diagnostics(draws)
+    assert ess[0] == 0.0 and ess[1] > 30
+    assert rhat[0] == np.inf and rhat[1] == 1.0

@@ -19,6 +19,10 @@ COLUMNS = {
     "accept_rate",
     "max_mean_err_sd",
     "max_sd_rel_err",
+    "n_data",
+    "mc_error_sd",
+    "verdict",
+    "agrees",
 }
 
 
@@ -50,6 +54,12 @@ def test_compare_table_against_nuts(model):
     assert 0 < table.loc["barker", "mean_batch_size"] <= 3000
     # The tempered posterior is ~sqrt(50) times wider: compare() must flag it.
     assert table.loc["barker_hot", "max_sd_rel_err"] > 2.0
+    assert table.loc["barker_hot", "verdict"] == "disagree"
+    assert not table.loc["barker_hot", "agrees"]
+    assert table.loc["nuts", "verdict"] == "reference" and table.loc["nuts", "agrees"]
+    assert table.loc["barker", "verdict"] in ("agree", "inconclusive")
+    assert (table["n_data"] == 3000).all() and table.attrs["n_rows"] is None
+    assert table.attrs["summary"].startswith("All N = 3,000 rows sampled; reference: NUTS")
     # With control variates (the default) both read about one batch of 100 rows per draw.
     assert table.loc["barker_hot", "mean_batch_size"] <= table.loc["barker", "mean_batch_size"]
     assert table.loc["barker", "mean_batch_size"] < 300
@@ -66,23 +76,48 @@ def test_compare_table_against_nuts(model):
 
 
 def test_compare_with_given_reference_draws(model):
-    exact = np.random.default_rng(0).normal(0.5, 1 / np.sqrt(3000), size=4000)
+    # The exact posterior of mu (conjugate: prior N(0, 10^2), unit noise), and a copy of
+    # it moved by half a posterior sd (a wrong reference, the negative control).
+    y = np.random.default_rng(9).normal(0.5, 1.0, size=3000)
+    precision = y.size + 1 / 100
+    exact = np.random.default_rng(0).normal(y.sum() / precision, precision**-0.5, size=4000)
     table = compare(
         model,
         {"barker": MinibatchBarker},
         reference={"mu": exact},
-        draws=200,
-        tune=200,
-        chains=1,
+        draws=300,
+        tune=300,
+        chains=2,
         random_seed=1,
     )
     assert list(table.index) == ["barker"]
-    assert np.isfinite(table.loc["barker", "max_mean_err_sd"])
+    assert table.loc["barker", "max_mean_err_sd"] < 0.2
+    assert table.loc["barker", "verdict"] == "agree"
+    assert "reference: the given draws" in table.attrs["summary"]
+    moved = compare(
+        model,
+        {"barker": MinibatchBarker},
+        reference={"mu": exact + 0.5 * precision**-0.5},
+        draws=300,
+        tune=300,
+        chains=2,
+        random_seed=1,
+    )
+    assert moved.loc["barker", "verdict"] == "disagree"
+    assert moved.loc["barker", "max_mean_err_sd"] == pytest.approx(0.5, abs=0.2)
 
 
 def test_compare_rejects_unknown_reference(model):
     with pytest.raises(ValueError, match="reference"):
         compare(model, {}, reference="smc")
+    # Draws that name none of the model's coordinates are refused before any sampling.
+    with pytest.raises(ValueError, match="name no coordinate of the variables scored"):
+        compare(model, {"barker": MinibatchBarker}, reference={"sigma": np.arange(3.0)})
+
+
+def test_compare_rejects_tolerances_that_are_not_positive(model):
+    with pytest.raises(ValueError, match="mean_tol must be a positive number"):
+        compare(model, {}, mean_tol=-0.1)
 
 
 def test_posterior_errors():
