@@ -152,7 +152,10 @@ def compare(
         sample; for NUTS, N times the gradient evaluations; for :class:`pymc.Metropolis`,
         2 N per proposal, one proposal per coordinate and draw when it updates coordinates
         one at a time; for other full-data step methods without a ``batch_size`` stat, N
-        per draw), ``accept_rate``, ``max_mean_err_sd`` and ``max_sd_rel_err`` against the
+        per draw), ``accept_rate`` (the mean acceptance *probability*, the ``accept``
+        stat: under Barker's rule at most about 0.5; not the share of draws that moved,
+        the ``accepted`` stat the progress bar and :func:`plot_data_use` show),
+        ``max_mean_err_sd`` and ``max_sd_rel_err`` against the
         reference, ``mc_error_sd`` (the largest Monte Carlo standard error of a mean
         difference, in reference sds; for the NUTS reference, of its own means),
         ``verdict`` (``"reference"``, ``"agree"``,

@@ -119,13 +119,16 @@ def plot_data_use(idata, ax=None, *, n_data: int | None = None, figsize=None) ->
     if n_data is not None:
         rows_ax.axhline(n_data, color="k", ls="--", lw=1.0, label=f"N = {n_data:,} rows")
     rows_ax.set_ylabel("rows read per draw")
-    rows_ax.set_title("Data read per draw")
-    rows_ax.set_ylim(bottom=0)
+    mean_rows = float(np.mean(rows))
+    rows_ax.set_title(f"Data read per draw (mean {mean_rows:,.4g} rows)")
+    # Room above the largest value, so that a constant batch size is not drawn on the frame.
+    top = max(float(np.max(rows)), n_data or 0.0, 1.0)
+    rows_ax.set_ylim(0.0, 1.08 * top)
     rows_ax.legend(loc="best", fontsize="small")
     accept_ax.set_ylabel("running acceptance rate")
     accept_ax.set_xlabel("draw")
     accept_ax.set_ylim(0.0, 1.0)
-    accept_ax.set_title("Draws 0..t that accepted a proposal")
+    accept_ax.set_title("Share of the draws so far whose proposal was accepted")
     for panel in axes:
         panel.grid(True, alpha=0.3)
     return axes
