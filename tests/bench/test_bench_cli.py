@@ -3,7 +3,6 @@
 import json
 import math
 
-import pytensor
 import pytest
 
 from pymc_minibatch_mh.bench.__main__ import main
@@ -12,7 +11,8 @@ from pymc_minibatch_mh.bench.experiments import EXPERIMENTS, GMM_BATCH_FACTOR, S
 # About 2 minutes on PyMC 5 / pytensor 2 (C backend, compiled functions cached on disk);
 # under pytensor >= 3 (PyMC 6) the default numba backend compiles every step's functions
 # anew and the run takes about 8 minutes, so there it only runs with `-m slow`.
-pytestmark = [pytest.mark.slow] if int(pytensor.__version__.split(".")[0]) >= 3 else []
+# Every quick experiment end to end takes minutes: among the slow tests on both stacks.
+SLOW = pytest.mark.slow
 
 # Method labels each experiment must report (logistic: at every N of the quick run).
 EXPECTED = {
@@ -59,6 +59,7 @@ def test_cli_lists_every_experiment():
         main(["no-such-experiment"])
 
 
+@SLOW
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_quick_run_writes_reports(results, name):
     out, written = results
@@ -77,6 +78,7 @@ def test_quick_run_writes_reports(results, name):
     assert (out / f"{name}-quick.md").read_text().startswith(f"# {payload['title']}")
 
 
+@SLOW
 def test_gmm_quick_reproduces_seita_batch_size(results):
     # The paper's N / K = 100 is kept in --quick (N = 10^5, K = 10^3), so the mean batch
     # of MinibatchBarker should be the paper's 182.3 within the check's factor 1.5, and

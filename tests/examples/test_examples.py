@@ -43,6 +43,7 @@ def test_robust_flymc_vs_tunamh(capsys):
     assert "data points per draw" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # the docs build runs it too (docs/examples.md), on both stacks
 def test_diagnostics_with_arviz(tmp_path, capsys):
     table = load("diagnostics_with_arviz").main(["--quick", "--out", str(tmp_path)])
     check_table(table, ["MinibatchBarker()", "barker rw, no cv"])
