@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 
 INDEX_NAME = "README.md"
+#: The first line of a written index: only a file that starts with it is overwritten.
+MARKER = "<!-- Written by python -m pymc_minibatch_mh.bench: do not edit. -->"
 NOTES_NAME = "notes.md"
 _STACK_FIELDS = ("python", "pymc", "cache")
 
@@ -73,6 +75,8 @@ def index_text(results_dir: Path) -> str:
         p for p in Path(results_dir).glob("*.md") if p.name not in (INDEX_NAME, NOTES_NAME)
     )
     out = [
+        MARKER,
+        "",
         "# Benchmark results",
         "",
         "Written by `python -m pymc_minibatch_mh.bench` (every experiment rewrites this index;",
@@ -109,7 +113,19 @@ def index_text(results_dir: Path) -> str:
 
 
 def write_index(results_dir: Path) -> Path:
-    """Rewrite ``results_dir/README.md`` from the reports in the folder; return its path."""
+    """Rewrite ``results_dir/README.md`` from the reports in the folder; return its path.
+
+    Raises
+    ------
+    FileExistsError
+        If ``README.md`` exists there and is not an index this function wrote (e.g. the
+        project's README when ``--out .``): it is left as it is.
+    """
     path = Path(results_dir) / INDEX_NAME
+    if path.exists() and not path.read_text(encoding="utf-8").startswith(MARKER):
+        raise FileExistsError(
+            f"{path} exists and is not a results index written by the bench, so it is not "
+            "overwritten. Give the bench an output folder of its own (--out DIR)."
+        )
     path.write_text(index_text(results_dir), encoding="utf-8")
     return path

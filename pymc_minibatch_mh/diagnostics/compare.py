@@ -70,7 +70,8 @@ def posterior_errors(
     errors = coordinate_errors(draws, reference)
     if errors.empty:
         return 0.0, 0.0
-    return float(errors["mean_err_sd"].max()), float(errors["sd_rel_err"].max())
+    worst = errors.max(skipna=False)
+    return float(worst["mean_err_sd"]), float(worst["sd_rel_err"])
 
 
 def _sample_stat_mean(idata, name: str) -> float:
@@ -261,11 +262,12 @@ def compare(
                 "ess_per_s": ess / wall,
                 "n_data": n_data,
                 "mean_batch_size": batch,
-                "lik_evals_per_ess": evals / ess,
+                # A chain that never moved has an ESS of 0: infinitely many evaluations.
+                "lik_evals_per_ess": evals / ess if ess > 0 else math.inf,
                 "accept_rate": accept,
-                "max_mean_err_sd": float(errors["mean_err_sd"].max()),
-                "max_sd_rel_err": float(errors["sd_rel_err"].max()),
-                "mc_error_sd": float(errors["mc_error_sd"].max()),
+                "max_mean_err_sd": float(errors["mean_err_sd"].max(skipna=False)),
+                "max_sd_rel_err": float(errors["sd_rel_err"].max(skipna=False)),
+                "mc_error_sd": float(errors["mc_error_sd"].max(skipna=False)),
                 "verdict": (
                     REFERENCE
                     if factory is None

@@ -22,8 +22,6 @@ import warnings
 
 import numpy as np
 
-# Re-exported for pymc_minibatch_mh.step_methods.monitor, which imports it from here; the
-# public check below does not use it.
 from pymc_minibatch_mh.diagnostics.convergence import ess_bulk, rhat
 from pymc_minibatch_mh.diagnostics.groups import posterior
 

@@ -2,8 +2,10 @@
 
 from pathlib import Path
 
+import pytest
+
 from pymc_minibatch_mh.bench.__main__ import main
-from pymc_minibatch_mh.bench.results_index import index_text
+from pymc_minibatch_mh.bench.results_index import index_text, write_index
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 
@@ -32,3 +34,12 @@ def test_every_report_has_a_row_and_a_missing_one_shows(tmp_path):
     # negative control: a new report makes the written index stale
     (tmp_path / "new.md").write_text("# New\n")
     assert index_text(tmp_path) != text
+
+
+def test_a_readme_the_bench_did_not_write_is_left_alone(tmp_path):
+    project_readme = tmp_path / "README.md"
+    project_readme.write_text("# My project\n")
+    (tmp_path / "r.md").write_text("# R\n")
+    with pytest.raises(FileExistsError, match="not a results index"):
+        write_index(tmp_path)
+    assert project_readme.read_text() == "# My project\n"

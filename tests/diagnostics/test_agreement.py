@@ -75,3 +75,31 @@ def test_summary_names_who_agrees_and_who_does_not():
     assert "good: agrees" in lines[2] and "hot: DISAGREES" in lines[3]
     assert "largest sd error 610.0 % (tolerance 20 %)" in lines[3]
     assert lines[-1] == "Not shown to agree: hot (disagree)."
+
+
+def test_an_error_within_its_monte_carlo_noise_is_inconclusive_not_disagreement():
+    # 20 draws against 4000 of the same posterior: their errors are noise. Over 200 seeds
+    # the familywise rule should almost never say "disagree" (it did about half the time
+    # when any error beyond the tolerance counted).
+    verdicts = []
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        errors = coordinate_errors({"x": rng.normal(size=20)}, {"x": rng.normal(size=4000)})
+        verdicts.append(verdict(errors))
+    assert verdicts.count("disagree") <= 10
+    assert verdicts.count("agree") == 0  # 20 draws cannot resolve 0.2 sd
+    # negative control: a real shift of 1 sd with the same 20 draws is seen
+    rng = np.random.default_rng(0)
+    shifted = coordinate_errors({"x": 1.0 + rng.normal(size=200)}, {"x": rng.normal(size=4000)})
+    assert verdict(shifted) == "disagree"
+
+
+def test_non_finite_errors_are_inconclusive():
+    rng = np.random.default_rng(1)
+    reference = {"x": rng.normal(size=4000)}
+    with_nan = rng.normal(size=4000)
+    with_nan[5] = np.nan
+    assert verdict(coordinate_errors({"x": with_nan}, reference)) == "inconclusive"
+    stuck = coordinate_errors({"x": np.zeros(4000)}, reference, ess={"x": 0.0})
+    assert verdict(stuck) == "inconclusive"
+    assert verdict(coordinate_errors({"x": rng.normal(size=4000)}, reference)) == "agree"

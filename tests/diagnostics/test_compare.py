@@ -153,3 +153,21 @@ def test_metropolis_is_charged_two_passes_per_coordinate_proposal():
 def test_reference_without_spread_is_refused():
     with pytest.raises(ValueError, match="no spread"):
         posterior_errors({"a": np.array([1.0, 2.0])}, {"a": np.zeros(3)})
+
+
+def test_a_chain_that_never_moves_is_reported_not_a_crash(model):
+    # A Metropolis step with a zero proposal scale never moves: ESS 0. compare() divided
+    # by it before; now the row says so and the verdict cannot be "agree".
+    table = compare(
+        model,
+        {"stuck": lambda: pm.Metropolis(scaling=0.0, tune=None)},
+        draws=100,
+        tune=0,
+        chains=2,
+        random_seed=3,
+    )
+    row = table.loc["stuck"]
+    assert row["ess_bulk_min"] == 0
+    assert row["lik_evals_per_ess"] == np.inf
+    assert row["verdict"] in ("inconclusive", "disagree")
+    assert table.loc["nuts", "verdict"] == "reference"
