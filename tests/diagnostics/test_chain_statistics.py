@@ -4,6 +4,7 @@ worker processes, agree with ArviZ's (the reference implementation)."""
 import arviz as az
 import numpy as np
 import pytest
+from chains import ar1_chains
 
 from pymc_minibatch_mh.diagnostics.chain_statistics import (
     average_ranks,
@@ -13,22 +14,14 @@ from pymc_minibatch_mh.diagnostics.chain_statistics import (
 )
 
 
-def _ar1(rng, phi, shape):
-    x = np.zeros(shape)
-    noise = rng.normal(size=shape)
-    for t in range(1, shape[1]):
-        x[:, t] = phi * x[:, t - 1] + noise[:, t]
-    return x
-
-
 def _cases():
     rng = np.random.default_rng(0)
     return {
         "independent": rng.normal(size=(2, 1000, 3)),
-        "correlated": _ar1(rng, 0.9, (2, 1000, 3)),
-        "antithetic": _ar1(rng, -0.5, (4, 500, 2)),
+        "correlated": ar1_chains(rng, 0.9, (2, 1000, 3)),
+        "antithetic": ar1_chains(rng, -0.5, (4, 500, 2)),
         "chains apart": rng.normal(size=(2, 1000, 2)) + np.array([0.0, 0.5])[:, None, None],
-        "ties, odd length": np.round(_ar1(rng, 0.7, (2, 801, 2)), 1),
+        "ties, odd length": np.round(ar1_chains(rng, 0.7, (2, 801, 2)), 1),
     }
 
 

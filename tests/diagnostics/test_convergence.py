@@ -3,21 +3,14 @@
 import arviz as az
 import numpy as np
 import pytest
+from chains import ar1_chains
 
 from pymc_minibatch_mh.diagnostics.convergence import coordinate_draws, ess_bulk, rhat
 
 
-def _ar1(rng, phi, shape):
-    x = np.zeros(shape)
-    noise = rng.normal(size=shape)
-    for t in range(1, shape[1]):
-        x[:, t] = phi * x[:, t - 1] + noise[:, t]
-    return x
-
-
 def test_ess_and_rhat_are_arviz_values_coordinate_by_coordinate():
     rng = np.random.default_rng(0)
-    draws = _ar1(rng, 0.8, (3, 400, 4)) + np.array([0.0, 0.0, 0.5])[:, None, None]
+    draws = ar1_chains(rng, 0.8, (3, 400, 4)) + np.array([0.0, 0.0, 0.5])[:, None, None]
     ess, rhats = ess_bulk(draws), rhat(draws)
     for j in range(4):
         one = draws[:, :, j]  # az.ess / az.rhat take one (chain, draw) array on both versions
