@@ -228,7 +228,7 @@ FAMILY_SUPPORT = (
         ["poisson_groups"],
         ["poisson_log"],
         tuna=REGION,
-        flymc=REFUSED,
+        flymc=REGION,
     ),
     _row(
         "`NegativeBinomial(mu=pm.math.exp(eta), alpha=a)`, fixed `a`",

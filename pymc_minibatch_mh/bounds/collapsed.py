@@ -38,6 +38,7 @@ from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.data.chunk_pass import design_sum
 from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.data.row_design import RowDesign
+from pymc_minibatch_mh.kernels.sparse_matrices import kept_sparse
 
 #: Upper limit on the number of matrix entries handled at once while collapsing.
 DEFAULT_CHUNK_ENTRIES = 2**21
@@ -47,7 +48,9 @@ DEFAULT_CHUNK_ENTRIES = 2**21
 class CollapsedQuadratic:
     """``f(q) = value + gradient . d + 1/2 d^T hessian d`` with ``d = q - centre``.
 
-    Evaluation costs O(D^2) whatever the number of data it summarises.
+    Evaluation costs O(D^2) whatever the number of data it summarises, or O(nonzeros) for
+    a sparse Hessian (:func:`~pymc_minibatch_mh.kernels.sparse_matrices.kept_sparse`), as
+    in a multilevel model.
 
     Attributes
     ----------
@@ -64,14 +67,44 @@ class CollapsedQuadratic:
     gradient_at_centre: np.ndarray
     hessian: np.ndarray
 
+    def __post_init__(self):
+        object.__setattr__(self, "_sparse_hessian", kept_sparse(self.hessian))
+
+    def _product(self, d: np.ndarray) -> np.ndarray:
+        """``hessian @ d``, through the sparse copy where there is one."""
+        return self.hessian @ d if self._sparse_hessian is None else self._sparse_hessian @ d
+
     def __call__(self, q: np.ndarray) -> float:
-        d = np.asarray(q, dtype=np.float64) - self.centre
-        return float(self.value + self.gradient_at_centre @ d + 0.5 * d @ (self.hessian @ d))
+        return self.value_and_gradient(q)[0]
 
     def gradient(self, q: np.ndarray) -> np.ndarray:
         """``grad f(q)``, shape ``(D,)``."""
         d = np.asarray(q, dtype=np.float64) - self.centre
-        return self.gradient_at_centre + self.hessian @ d
+        return self.gradient_at_centre + self._product(d)
+
+    def value_and_gradient(self, q: np.ndarray) -> tuple[float, np.ndarray]:
+        """``(f(q), grad f(q))`` from one product of the Hessian."""
+        d = np.asarray(q, dtype=np.float64) - self.centre
+        hd = self._product(d)
+        value = float(self.value + self.gradient_at_centre @ d + 0.5 * (d @ hd))
+        return value, self.gradient_at_centre + hd
+
+
+class SumsThroughCollapsed:
+    """Mixin of the bounds whose sum over all rows is one :class:`CollapsedQuadratic`
+    (attribute ``collapsed``)."""
+
+    def log_bound_sum(self, q: np.ndarray) -> float:
+        """``sum_n log B_n(q)`` over all N data in O(D^2) (less for a sparse Hessian)."""
+        return self.collapsed(q)
+
+    def log_bound_sum_grad(self, q: np.ndarray) -> np.ndarray:
+        """Gradient of :meth:`log_bound_sum`, shape ``(D,)``."""
+        return self.collapsed.gradient(q)
+
+    def log_bound_sum_and_grad(self, q: np.ndarray) -> tuple[float, np.ndarray]:
+        """:meth:`log_bound_sum` and its gradient, sharing their work."""
+        return self.collapsed.value_and_gradient(q)
 
 
 def as_design(design: np.ndarray) -> np.ndarray:
@@ -177,7 +210,7 @@ class RowNorms:
 
 
 @dataclass(frozen=True, eq=False)
-class LinearQuadraticBound(OverDesignRows):
+class LinearQuadraticBound(SumsThroughCollapsed, OverDesignRows):
     """Per-datum quadratic log-bound of a scalar linear predictor, and its collapsed sum.
 
     ``log B_n(q) = v_n + s_n (eta_n - m_n) + a_n (eta_n - m_n)^2`` with
@@ -340,11 +373,3 @@ class LinearQuadraticBound(OverDesignRows):
         e = self._residual(q, idx)
         d_eta = self.slope[idx] + 2.0 * self.curvature[idx] * e
         return self.gathered_rows(idx).T @ (weights * d_eta)
-
-    def log_bound_sum(self, q: np.ndarray) -> float:
-        """``sum_n log B_n(q)`` over all N data in O(D^2)."""
-        return self.collapsed(q)
-
-    def log_bound_sum_grad(self, q: np.ndarray) -> np.ndarray:
-        """Gradient of :meth:`log_bound_sum`, shape ``(D,)``."""
-        return self.collapsed.gradient(q)

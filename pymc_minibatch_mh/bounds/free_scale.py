@@ -60,6 +60,7 @@ from pymc_minibatch_mh.bounds.collapsed import (
     DEFAULT_CHUNK_ENTRIES,
     CollapsedQuadratic,
     OverDesignRows,
+    SumsThroughCollapsed,
 )
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound, _row_norms
 from pymc_minibatch_mh.bounds.taylor_remainder import (
@@ -94,7 +95,7 @@ def student_t_hessian_constants(nu: float) -> tuple[float, float, float]:
 
 
 @dataclass(frozen=True, eq=False)
-class FreeScaleQuadraticBound(OverDesignRows):
+class FreeScaleQuadraticBound(SumsThroughCollapsed, OverDesignRows):
     """Per-datum quadratic log-bound in two channels (``eta_n`` and ``s``), collapsed.
 
     ``log B_n(q) = v_n + a_n e_n + b_n t - (m_n w^2 e_n^2 + 2 c_n w e_n t + k_n t^2) / 2``
@@ -204,14 +205,6 @@ class FreeScaleQuadraticBound(OverDesignRows):
         if self.scale_design is None:
             return grad + float(weights @ d_scale) * self.scale_row
         return grad + self._scale_rows(idx).T @ (weights * d_scale)
-
-    def log_bound_sum(self, q: np.ndarray) -> float:
-        """``sum_n log B_n(q)`` over all N data in O(D^2)."""
-        return self.collapsed(q)
-
-    def log_bound_sum_grad(self, q: np.ndarray) -> np.ndarray:
-        """Gradient of :meth:`log_bound_sum`, shape ``(D,)``."""
-        return self.collapsed.gradient(q)
 
 
 def map_tuned_free_scale(

@@ -12,9 +12,13 @@ with ``t = log alpha`` and ``u_n = y_n e^{-eta}``. In ``eta`` it is concave with
 ``eta_n >= eta_n^c - rho ||L^T x_n||`` (``eta_n^c`` at the region's centre), so
 ``u_n <= u_n^hi = y_n exp(-eta_n^c + rho ||L^T x_n||)``.
 
-* **Fixed shape.** Taylor's theorem at the MAP's ``eta_n*`` with the largest curvature
-  ``alpha u_n^hi`` on ``R`` (and at least that at the anchor) gives
-  ``f_n(eta) >= f_n(eta*) + alpha (u_n* - 1) (eta - eta*) - alpha u_n^hi (eta - eta*)^2 / 2``.
+* **Fixed shape.** The tangent at the MAP's ``eta_n*`` lies above ``f_n`` by
+  ``alpha u_n* d^2 e(-d)`` at ``eta = eta* + d``, with ``e`` the increasing
+  :func:`~pymc_minibatch_mh.bounds.poisson_log.exp_secant_factor`; on ``R`` that is at most
+  ``alpha u_n* e(h_n) d^2`` with ``h_n = log(u_n^hi / u_n*)``, so
+  ``f_n(eta) >= f_n(eta*) + alpha (u_n* - 1) (eta - eta*) - alpha u_n* e(h_n) (eta - eta*)^2``
+  (equal at the bottom of the interval; Taylor's Lagrange form, with ``alpha u_n^hi / 2``
+  in place of ``alpha u_n* e(h_n)``, is looser).
 * **Free shape** (``t = z . q + t0``): two channels ``(eta_n, t)``, used as they are
   (``w = 1`` in :func:`~pymc_minibatch_mh.bounds.free_scale.two_channel_bound`). The
   Hessian entries are ``H_ee = -alpha u``, ``H_et = alpha (u - 1)`` and
@@ -49,6 +53,7 @@ from pymc_minibatch_mh.bounds.collapsed import (
 )
 from pymc_minibatch_mh.bounds.free_scale import FreeScaleQuadraticBound, two_channel_bound
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound, _row_norms
+from pymc_minibatch_mh.bounds.poisson_log import exp_secant_factor
 from pymc_minibatch_mh.bounds.taylor_remainder import grid_supremum_over
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.data.pass_tally import record_rows
@@ -111,7 +116,12 @@ def map_tuned_gamma_log(
         u_map = y * np.exp(-anchor)
     if not lp.free_scale:
         alpha = lp.params["alpha"]
-        curvature = -0.5 * alpha * np.maximum(u_hi, u_map)
+        # The least curvature of the tangent below f_n for eta >= eta_lo: the gap of
+        # exp(-eta) from its tangent at the anchor, largest relative to d^2 at eta_lo
+        # (as for the Poisson-log, poisson_log.exp_secant_factor).
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            drop = np.maximum(np.log(u_hi) - np.log(u_map), 0.0)
+        curvature = -alpha * u_map * exp_secant_factor(drop)
         if not (np.all(np.isfinite(curvature)) and np.all(np.isfinite(value))):
             raise _overflow_error()
         return LinearQuadraticBound.from_coefficients(

@@ -54,6 +54,7 @@ from pymc_minibatch_mh.bounds.collapsed import (
     DEFAULT_CHUNK_ENTRIES,
     CollapsedQuadratic,
     OverDesignRows,
+    SumsThroughCollapsed,
     as_design,
 )
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
@@ -71,7 +72,7 @@ _RELATIVE_SLACK = 1e-9
 
 
 @dataclass(frozen=True, eq=False)
-class OrdinalQuadraticBound(OverDesignRows):
+class OrdinalQuadraticBound(SumsThroughCollapsed, OverDesignRows):
     """Per-datum log-bound of an ordinal row, quadratic in ``d = q - centre`` (module
     docstring), collapsed. Build it with :func:`map_tuned_ordinal`. Untempered.
 
@@ -200,14 +201,6 @@ class OrdinalQuadraticBound(OverDesignRows):
         per_m = np.cumsum(through[::-1])[::-1]  # rows whose cutpoint index is >= m
         grad += self.cut_rows.T @ (per_m * self.cut_exp * v)
         return grad - self._white_sq_grad(d, sel, weights * self.cubic[sel])
-
-    def log_bound_sum(self, q: np.ndarray) -> float:
-        """``sum_n log B_n(q)`` over all N data in O(D^2)."""
-        return self.collapsed(q)
-
-    def log_bound_sum_grad(self, q: np.ndarray) -> np.ndarray:
-        """Gradient of :meth:`log_bound_sum`, shape ``(D,)``."""
-        return self.collapsed.gradient(q)
 
     def without_bounds_on(self, rows: np.ndarray) -> OrdinalQuadraticBound:
         """The same bound with no bound on ``rows`` as well (collapsed again, one pass)."""

@@ -8,8 +8,17 @@ line. On an interval ``eta <= eta_hi`` Taylor's theorem with the Lagrange remain
     f_n(eta) >= f_n(m_n) + f_n'(m_n) (eta - m_n) - exp(eta_hi) (eta - m_n)^2 / 2
 
 for any anchor ``m_n`` (the remainder is ``f''(xi) (eta - m)^2 / 2`` with ``xi`` between
-``m`` and ``eta``, and ``f''(xi) >= -exp(eta_hi)``). The bound is tight at ``m_n``, the
-linear predictor at the MAP. On the trust region
+``m`` and ``eta``, and ``f''(xi) >= -exp(eta_hi)``). A smaller curvature holds on the same
+interval: the tangent's gap is ``f_n(m) + f_n'(m) d - f_n(m + d) = exp(m) d^2 e(d)`` with
+``d = eta - m`` and ``e(d) = (exp(d) - 1 - d) / d^2 = int_0^1 (1 - t) exp(t d) dt``, which
+increases with ``d``, so
+
+    f_n(eta) >= f_n(m_n) + f_n'(m_n) (eta - m_n) - exp(m_n) e(eta_hi - m_n) (eta - m_n)^2
+
+on ``eta <= eta_hi``, with equality at ``eta_hi``: the least curvature of a quadratic
+tangent at ``m_n`` below ``f_n`` there (``2 e(h) = 1 + h/3 + ...`` against
+``exp(h) = 1 + h + ...`` of the Lagrange form: at ``h = 2`` the curvature is 3.7 times
+smaller). The bound is tight at ``m_n``, the linear predictor at the MAP. On the trust region
 ``R = {q : ||L^{-1}(q - q*)|| <= rho}`` around the MAP ``q*``
 (:mod:`pymc_minibatch_mh.bounds.trust_region`), ``eta_n <= eta_n* + rho ||L^T x_n||``,
 which is the ``eta_hi`` used per datum. FlyMC rejects proposals outside ``R`` before
@@ -75,9 +84,9 @@ def map_tuned_poisson_log(
     eta_centre = design @ region.centre + offset
     # One radius for an ellipsoid, one per row's cell for a CellRegion.
     eta_high = eta_centre + region.row_radii() * _row_norms(design, region.chol)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         rate = np.exp(anchor)
-        curvature = -0.5 * np.exp(np.maximum(eta_high, anchor))
+        curvature = -rate * exp_secant_factor(np.maximum(eta_high - anchor, 0.0))
     if not np.all(np.isfinite(rate)):
         raise UnsupportedBound(
             "The Poisson-log bound overflows at the MAP (the linear predictor is too large "
@@ -99,3 +108,18 @@ def map_tuned_poisson_log(
         region=region,
         unbounded=unbounded,
     )
+
+
+def exp_secant_factor(h: np.ndarray) -> np.ndarray:
+    """``e(h) = (exp(h) - 1 - h) / h^2`` (``1/2`` at ``h = 0``), increasing in ``h``.
+
+    ``exp(m) e(h) d^2`` is the gap between ``exp`` and its tangent at ``m`` at ``m + d``
+    with ``d = h``; ``inf`` where ``exp(h)`` overflows. A series near 0, where the
+    closed form cancels.
+    """
+    h = np.asarray(h, dtype=np.float64)
+    small = np.abs(h) < 1e-3
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        closed = (np.expm1(h) - h) / (h * h)
+    series = 0.5 + h / 6.0 + h * h / 24.0
+    return np.where(small, series, closed)

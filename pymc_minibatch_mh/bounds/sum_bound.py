@@ -58,6 +58,16 @@ class SumBound:
     def log_bound_sum_grad(self, q: np.ndarray) -> np.ndarray:
         return sum(part.log_bound_sum_grad(q) for part in self.parts)
 
+    def log_bound_sum_and_grad(self, q: np.ndarray) -> tuple[float, np.ndarray]:
+        value, grad = 0.0, 0.0
+        for part in self.parts:
+            both = getattr(part, "log_bound_sum_and_grad", None)
+            part_value, part_grad = (
+                both(q) if both is not None else (part.log_bound_sum(q), part.log_bound_sum_grad(q))
+            )
+            value, grad = value + float(part_value), grad + part_grad
+        return value, grad
+
     def log_bound_weighted_grad(
         self, q: np.ndarray, idx: np.ndarray, weights: np.ndarray
     ) -> np.ndarray:

@@ -771,9 +771,7 @@ def theta_update(
             return split_hmc_theta_update(
                 rng, state, target, bound, settings, scaling, gaussian, rows=rows
             )
-        return hmc_theta_update(
-            rng, state, target, bound, settings, scaling, proposal.chol, rows=rows
-        )
+        return hmc_theta_update(rng, state, target, bound, settings, scaling, proposal, rows=rows)
     temp = settings.temperature
     bright = np.asarray(state.store.bright_indices(), dtype=np.int64)
     bright_rows = rows_of(target, bound, bright, rows)
@@ -904,7 +902,7 @@ def hmc_theta_update(
     bound: CollapsibleBound,
     settings: FireflySettings,
     step_size: float,
-    chol: np.ndarray | None,
+    proposal: RandomWalkProposal,
     rows: RowsFactory | None = None,
 ) -> tuple[bool, float, int, int, int]:
     """One HMC transition of ``q`` given ``z``, in place.
@@ -913,7 +911,8 @@ def hmc_theta_update(
     ``log p(q) + sum_n log B_n(q) / K + sum_bright log Ltilde_n(q)``: the collapsed
     bound costs ``O(D^2)`` per evaluation and the bright rows one value and one weighted
     gradient pass, so a leapfrog step reads only the bright rows. The dynamics run in
-    whitened coordinates ``u`` with ``q = q0 + L u`` (``L = chol``, the identity if None)
+    whitened coordinates ``u`` with ``q = q0 + L u`` (``L = proposal.chol``, the identity if
+    None)
     and unit mass; the trajectory length in those units is drawn uniformly from
     :data:`~pymc_minibatch_mh.kernels.surrogate_hmc.TRAJECTORY_RANGE`. A leapfrog point
     where the density is 0 (outside the prior support or the trust region, or a bright
@@ -930,32 +929,35 @@ def hmc_theta_update(
     value0 = state.log_density(settings.temperature)
     dim = state.position.size
 
-    def whiten(g):
-        return g if chol is None else chol.T @ g
-
-    def colour(p):
-        return p if chol is None else chol @ p
-
+    # The momentum lives in q's coordinates, p = L^{-T} m with m the whitened momentum, so
+    # a leapfrog step costs one product with the mass's inverse L L^T (a sparse solve with
+    # the Laplace precision in a multilevel model) instead of L^T g and L m: the same
+    # trajectory as in the whitened coordinates. The momentum's draw and its energy use L
+    # itself, once per transition; any constant symmetric positive definite inverse mass
+    # in the drift keeps the leapfrog map reversible and volume preserving.
+    chol = proposal.chol
     length = rng.uniform(*TRAJECTORY_RANGE)
     n_steps = int(min(max(1, math.ceil(length / step_size)), MAX_LEAPFROG_STEPS))
-    momentum = rng.standard_normal(dim)
-    energy0 = -value0 + 0.5 * float(momentum @ momentum)
+    whitened = rng.standard_normal(dim)
+    energy0 = -value0 + 0.5 * float(whitened @ whitened)
+    momentum = whitened if chol is None else solve_triangular(chol, whitened, trans="T", lower=True)
     q = state.position.copy()
-    g_u = whiten(state.grad)
+    grad = state.grad
     region = getattr(bound, "region", None)
     at = None
     with np.errstate(over="ignore", invalid="ignore"):  # a divergence ends as a reject
         for _ in range(n_steps):
-            momentum = momentum + 0.5 * step_size * g_u
-            q = q + step_size * colour(momentum)
+            momentum = momentum + 0.5 * step_size * grad
+            q = q + step_size * proposal.covariance_times(momentum)
             at = _conditional_at(q, bright_rows, target, bound, settings, state.unbounded)
             n_evals += 2 * n_bright
             if at is None:
                 exit_ = int(region is not None and not region.contains(q))
                 return False, 0.0, n_bright, n_evals, exit_
-            g_u = whiten(at[2] + at[3])
-            momentum = momentum + 0.5 * step_size * g_u
-        energy1 = -at[0] + 0.5 * float(momentum @ momentum)
+            grad = at[2] + at[3]
+            momentum = momentum + 0.5 * step_size * grad
+        whitened = momentum if chol is None else chol.T @ momentum
+        energy1 = -at[0] + 0.5 * float(whitened @ whitened)
     accepted, accept_prob = _hmc_decision(rng, state, bright, q, at, energy0 - energy1)
     return accepted, accept_prob, n_bright, n_evals, 0
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
+from scipy import sparse
+from scipy.sparse.linalg import splu
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,33 @@ class RandomWalkProposal:
     """
 
     chol: np.ndarray | None = None
+    #: Optional sparse copy of ``(L L^T)^{-1}`` (a multilevel model's Laplace precision):
+    #: :meth:`covariance_times` then solves with it instead of a dense product.
+    precision: sparse.csr_matrix | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def covariance(self) -> np.ndarray | None:
+        """``L L^T`` (None for the identity), computed once."""
+        return None if self.chol is None else self.chol @ self.chol.T
+
+    def covariance_times(self, vector: np.ndarray) -> np.ndarray:
+        """``L L^T vector``: a sparse solve with :attr:`precision` where there is one
+        (O(nonzeros) for a multilevel model), else a dense product (O(D^2))."""
+        if self.chol is None:
+            return vector
+        if self.precision is None:
+            return self.covariance @ vector
+        factor = self.__dict__.get("_precision_lu")
+        if factor is None:
+            factor = splu(sparse.csc_matrix(self.precision))
+            self.__dict__["_precision_lu"] = factor
+        return factor.solve(vector)
+
+    def __getstate__(self):
+        # SuperLU factors do not pickle; the copy factors again on first use.
+        state = dict(self.__dict__)
+        state.pop("_precision_lu", None)
+        return state
 
     @classmethod
     def from_covariance(cls, cov: np.ndarray | None, ndim: int) -> RandomWalkProposal:

@@ -355,6 +355,7 @@ class MinibatchStep(
                 )
         self._untuned_reference = self.reference
         self._laplace_chol = None
+        self._laplace_precision = None
         # Centre of the independence proposal and of the chains' start.
         centre = None if self.reference is None else self.reference.reference
         if self.reference is not None:

@@ -27,6 +27,7 @@ from pymc_minibatch_mh.kernels.control_variates import (
     ImageTaylorProxy,
     TaylorProxy,
 )
+from pymc_minibatch_mh.kernels.sparse_matrices import kept_sparse
 from pymc_minibatch_mh.likelihood import recognise_linear_predictor
 from pymc_minibatch_mh.likelihood.batching import probe_indices
 from pymc_minibatch_mh.likelihood.data_support import explain_non_finite_rows
@@ -55,8 +56,9 @@ from pymc_minibatch_mh.step_methods.reference import (
     SUBSAMPLE_NEWTON_TOLERANCE,
     NoLaplaceFit,
     block_position,
+    covariance_of_precision,
     find_map,
-    laplace_covariance,
+    laplace_precision,
     newton_map,
     newton_subsample,
 )
@@ -222,18 +224,22 @@ class ConstructionHooks:
         need not be concave in the scales: the covariance then joins the group effects'
         conditional one with the scales' marginal precision."""
         prior_hessian = self._prior_derivatives(self.reference.reference)[2]
+        precision = laplace_precision(self.reference, prior_hessian, self.temperature)
         try:
-            cov = laplace_covariance(self.reference, prior_hessian, self.temperature)
+            cov = covariance_of_precision(precision)
         except NoLaplaceFit:
             fit = self._marginal_scales
             if fit is None:
                 raise
-            cov = laplace_covariance(
+            precision = laplace_precision(
                 self.reference,
                 prior_hessian,
                 self.temperature,
                 marginal_scales=(fit.scale_index, fit.scale_precision),
             )
+            cov = covariance_of_precision(precision, marginal=True)
+        #: A sparse copy of the Laplace precision (a multilevel model), or None.
+        self._laplace_precision = kept_sparse(precision)
         return np.linalg.cholesky(cov)
 
     def _newton_reference(

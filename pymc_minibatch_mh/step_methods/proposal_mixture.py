@@ -86,7 +86,7 @@ class ProposalMoves:
             untuned = IndependenceProposal(centre=centre, chol=self._laplace_chol)
             default_scaling = 1.0
         else:
-            random_walk = RandomWalkProposal(self._laplace_chol)
+            random_walk = RandomWalkProposal(self._laplace_chol, self._laplace_precision)
             default_scaling = 2.38 / math.sqrt(ndim)
             p_independent = INITIAL_P_INDEPENDENT
             if self._surrogate is not None:

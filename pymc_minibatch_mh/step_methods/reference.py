@@ -142,6 +142,21 @@ def laplace_covariance(
     NoLaplaceFit
         If that Hessian is not negative definite (the reference point is not a mode).
     """
+    return covariance_of_precision(
+        laplace_precision(proxy, prior_hessian, temperature, marginal_scales=marginal_scales),
+        marginal=marginal_scales is not None,
+    )
+
+
+def laplace_precision(
+    proxy: TaylorProxy,
+    prior_hessian: np.ndarray,
+    temperature: float,
+    *,
+    marginal_scales: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """The negative Hessian of the tempered log posterior at the reference point, with a
+    hierarchy's scale rows replaced as in :func:`laplace_covariance`."""
     precision = -(proxy.hessian / temperature + prior_hessian)
     precision = 0.5 * (precision + precision.T)
     if marginal_scales is not None:
@@ -149,10 +164,16 @@ def laplace_covariance(
         precision[index, :] = 0.0
         precision[:, index] = 0.0
         precision[np.ix_(index, index)] = scale_precision
+    return precision
+
+
+def covariance_of_precision(precision: np.ndarray, *, marginal: bool = False) -> np.ndarray:
+    """The inverse of a Laplace ``precision``; :class:`NoLaplaceFit` if it is not positive
+    definite (``marginal``: at a hierarchy's marginal reference, for the message)."""
     try:
         chol = np.linalg.cholesky(precision)
     except np.linalg.LinAlgError as err:
-        where = "in the group effects " if marginal_scales is not None else ""
+        where = "in the group effects " if marginal else ""
         raise NoLaplaceFit(
             f"The log posterior is not concave {where}at the reference point (its Hessian "
             "is not negative definite), so it has no Laplace covariance there. Pass a "

@@ -57,3 +57,42 @@ def test_negative_control_the_bound_fails_far_outside_the_region(case):
     far = q_map + np.array([6.0, 6.0])
     assert not region.contains(far)
     assert np.any(bound.log_bound(far) > _loglik(x, y, far))
+
+
+def test_secant_factor_matches_its_integral_and_increases():
+    from scipy import integrate
+
+    from pymc_minibatch_mh.bounds.poisson_log import exp_secant_factor
+
+    h = np.array([-3.0, -1e-4, 0.0, 1e-5, 5e-4, 0.2, 2.0, 8.0])
+    integral = [integrate.quad(lambda t, d=d: (1 - t) * np.exp(t * d), 0, 1)[0] for d in h]
+    np.testing.assert_allclose(exp_secant_factor(h), integral, rtol=1e-9)
+    grid = np.linspace(-5, 5, 2001)
+    assert np.all(np.diff(exp_secant_factor(grid)) > 0)
+    assert exp_secant_factor(np.array([800.0]))[0] == np.inf
+
+
+def test_each_row_bound_touches_the_likelihood_at_the_top_of_its_interval(case):
+    """Along eta the curvature is the least one that holds: the per-row bound meets the
+    likelihood at ``eta_hi`` and lies below it on the interval; 1 % less curvature
+    (negative control) crosses it."""
+    x, y, q_map, region = case
+    bound = map_tuned_poisson_log(x, 0.0, y, q_map, region)
+    anchor = x @ q_map
+    eta_high = anchor + region.radius * np.linalg.norm(x @ region.chol, axis=1)
+    rows = np.arange(0, N, 50)
+    for n in rows:
+        eta = np.linspace(anchor[n] - 3.0, eta_high[n], 400)
+        f = y[n] * eta - np.exp(eta) - special.gammaln(y[n] + 1)
+        tangent = (
+            y[n] * anchor[n]
+            - np.exp(anchor[n])
+            - special.gammaln(y[n] + 1)
+            + (y[n] - np.exp(anchor[n])) * (eta - anchor[n])
+        )
+        curv = bound.curvature[n]
+        lower = tangent + curv * (eta - anchor[n]) ** 2
+        assert np.all(f - lower >= -1e-9 * np.maximum(1.0, np.abs(f)))
+        assert abs(f[-1] - lower[-1]) <= 1e-7 * max(1.0, abs(f[-1]))
+        looser = tangent + 0.99 * curv * (eta - anchor[n]) ** 2
+        assert f[-1] - looser[-1] < 0

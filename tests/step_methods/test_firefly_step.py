@@ -13,6 +13,7 @@ from pymc_minibatch_mh.bounds.bohning import SoftmaxQuadraticBound
 from pymc_minibatch_mh.bounds.collapsed import LinearQuadraticBound
 from pymc_minibatch_mh.bounds.jaakkola_jordan import untuned_jaakkola_jordan
 from pymc_minibatch_mh.bounds.negative_binomial import NegativeBinomialBound
+from pymc_minibatch_mh.bounds.row_cells import CellRegion
 from pymc_minibatch_mh.bounds.sum_bound import SumBound
 from pymc_minibatch_mh.diagnostics import posterior as _posterior
 from pymc_minibatch_mh.diagnostics import sample_stats as _stats
@@ -396,16 +397,17 @@ def test_poisson_refuses_untuned_bounds_before_the_map(rng, no_map_search):
             FlyMC(bound="untuned")
 
 
-def test_poisson_multilevel_model_is_refused_before_the_map_naming_tunamh(rng, no_map_search):
-    """Group-indexed coefficients in a Poisson-log predictor: refused in words (the flat
-    Poisson regressions above are the control: accepted)."""
-    group, x = rng.integers(0, 12, size=300), rng.normal(size=300)
+def test_poisson_multilevel_model_gets_a_bound_per_row_cell(rng):
+    """Group-indexed coefficients in a Poisson-log predictor: accepted, each group's rows
+    bounded on their own cell's ellipsoid (the multilevel model the suite samples)."""
+    group, x = rng.integers(0, 12, size=600), rng.normal(size=600)
     with pm.Model():
         a = pm.Normal("a", 0, 1, shape=12)
         b = pm.Normal("b", 0, 1)
-        pm.Poisson("y", mu=pm.math.exp(a[group] + b * x), observed=rng.poisson(1.0, size=300))
-        with pytest.raises(UnsupportedLikelihood, match="multilevel.*TunaMH"):
-            FlyMC(progressbar=False)
+        pm.Poisson("y", mu=pm.math.exp(a[group] + b * x), observed=rng.poisson(1.0, size=600))
+        step = FlyMC(progressbar=False)
+    assert isinstance(step.bound.region, CellRegion)
+    assert step.bound.region.row_radii().shape == (600,)
 
 
 def test_gamma_refuses_untuned_bounds_before_the_map_in_the_users_terms(rng, no_map_search):
@@ -625,3 +627,24 @@ def test_hurdle_negative_binomial_bounds_are_global_and_about_as_curved_as_the_p
             step = FlyMC(progressbar=False)
     assert step.bound.region is None
     assert 1.0 <= step.bound_looseness < 10.0
+
+
+def test_many_groups_move_through_sparse_matrices(rng):
+    """A Bernoulli model of 150 centred group intercepts with a free scale (HMC not split:
+    the prior is not a fixed Gaussian): the collapsed bound's Hessian and the Laplace
+    precision are kept sparse, HMC's drift solves with the precision, and the chain runs."""
+    groups, n = 150, 6000
+    group, x = rng.integers(0, groups, size=n), rng.normal(size=n)
+    y = rng.random(n) < special.expit(0.5 * rng.normal(size=groups)[group] + 0.7 * x)
+    with pm.Model():
+        sigma = pm.HalfNormal("sigma", 1.0)
+        a = pm.Normal("a", 0, sigma, shape=groups)
+        b = pm.Normal("b", 0, 1)
+        pm.Bernoulli("y", logit_p=a[group] + b * x, observed=y.astype(int))
+        step = FlyMC(progressbar=False)
+        assert step.theta_update == "hmc" and step._theta_gaussian() is None
+        assert step.bound.collapsed._sparse_hessian is not None
+        assert step.proposal.precision is not None
+        idata = pm.sample(step=step, draws=60, tune=60, chains=1, random_seed=3, **QUIET)
+    assert np.all(np.isfinite(idata.posterior["a"].values))
+    assert float(idata.sample_stats["accept"].mean()) > 0.3
