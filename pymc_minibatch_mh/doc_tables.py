@@ -216,7 +216,7 @@ FAMILY_SUPPORT = (
         flymc=REFUSED,
     ),
     _row(
-        "`Poisson(mu=pm.math.exp(eta))`",
+        "`Poisson(mu=pm.math.exp(eta))`, or `mu=exposure * pm.math.exp(eta)`",
         ["poisson"],
         ["poisson_log"],
         tuna=REGION,

@@ -610,8 +610,17 @@ def _broadcast(value: np.ndarray, shape: tuple, what: str) -> np.ndarray:
 
 def _finite(value: np.ndarray, what: str) -> np.ndarray:
     if not np.all(np.isfinite(value)):
+        bad = np.flatnonzero(~np.isfinite(np.ravel(value)))
+        minus_inf = bool(np.all(np.isneginf(np.ravel(value)[bad])))
+        hint = (
+            " A log-link mean written `exposure * exp(eta)` has the offset log(exposure): "
+            "an exposure of 0 makes it -inf. Drop the rows with zero exposure (their "
+            "likelihood is 1 when y = 0 and does not depend on the parameters)."
+            if minus_inf
+            else ""
+        )
         raise UnsupportedLikelihood(
-            f"{what} is not finite at the initial point; check the data for NaN/inf and the "
-            "initial values."
+            f"{what} is not finite at the initial point ({bad.size} rows, the first at row "
+            f"{int(bad[0])}); check the data for NaN/inf and the initial values.{hint}"
         )
     return value

@@ -93,18 +93,21 @@ def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
         return "binomial_logit", eta, {"n": n}
     if isinstance(op, _rv_type(pm.Poisson)):
         (mu,) = params
-        eta = _strip_link(mu, _elemwise_of(Exp))
+        eta = _strip_log_link(mu)
         if eta is None:
             raise UnsupportedLikelihood(
                 f"Observed variable {name!r} is Poisson with mu = {_describe(mu)}, which is not "
-                "a log link. Write `pm.Poisson(..., mu=pm.math.exp(eta))` with eta affine in "
-                "the parameters. " + _SUPPORTED + " " + _BOUNDS_HINT
+                "a log link. Write `pm.Poisson(..., mu=pm.math.exp(eta))` (or "
+                "`mu=exposure * pm.math.exp(eta)`) with eta affine in the parameters. "
+                + _SUPPORTED
+                + " "
+                + _BOUNDS_HINT
             )
         return "poisson_log", eta, {}
     if isinstance(op, _rv_type(pm.NegativeBinomial)):
         n, p = params
         mu = _negative_binomial_mean(n, p)
-        eta = None if mu is None else _strip_link(mu, _elemwise_of(Exp))
+        eta = None if mu is None else _strip_log_link(mu)
         if eta is None:
             raise UnsupportedLikelihood(
                 f"Observed variable {name!r} is NegativeBinomial, but not with mu = exp(eta): "
@@ -169,7 +172,7 @@ def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
     zero_counts = _zero_count_poisson(node)
     if zero_counts is not None:
         family, mu, odds, alpha = zero_counts
-        eta = None if mu is None else _strip_link(mu, _elemwise_of(Exp))
+        eta = None if mu is None else _strip_log_link(mu)
         if eta is None:
             label = family_label(family)
             extra = "" if alpha is None else ", alpha=alpha"
@@ -366,6 +369,26 @@ def _strip_link(var: Variable, is_link: Callable) -> Variable | None:
             continue
         return None
     return None
+
+
+def _strip_log_link(mu: Variable) -> Variable | None:
+    """``eta`` of a log-link mean ``mu = exp(eta)``, or of ``mu = c * exp(eta)`` with other
+    factors ``c`` (an exposure): ``eta + log(c)``, whose affinity in the parameters the
+    recogniser checks like any predictor (so ``log(c)`` is a per-row offset when ``c`` is
+    data, and refused when ``c`` reads a parameter in a non-affine way)."""
+    is_exp = _elemwise_of(Exp)
+    eta = _strip_link(mu, is_exp)
+    if eta is not None or mu.owner is None:
+        return eta
+    node = mu.owner
+    if not (isinstance(node.op, Elemwise) and isinstance(node.op.scalar_op, Mul)):
+        return None
+    linked = [_strip_link(factor, is_exp) for factor in node.inputs]
+    found = [i for i, eta in enumerate(linked) if eta is not None]
+    if len(found) != 1:
+        return None
+    others = [factor for i, factor in enumerate(node.inputs) if i != found[0]]
+    return linked[found[0]] + sum(pt.log(factor) for factor in others)
 
 
 def _elemwise_of(scalar_op_type: type) -> Callable:

@@ -129,6 +129,51 @@ def test_poisson_log(data, rng):
     _assert_matches_tall_data(found, tall, rng)
 
 
+@pytest.mark.parametrize("family", ["poisson", "negative_binomial"])
+@pytest.mark.parametrize("order", ["exposure_first", "exposure_last"])
+def test_log_link_with_an_exposure_becomes_an_offset(data, rng, family, order):
+    """``mu = exposure * exp(eta)``: the predictor is ``eta`` with offset ``log(exposure)``
+    (a rate model as users write it), for the Poisson and the negative binomial."""
+    x, y = data["x"], data["counts"]
+    exposure = rng.uniform(0.5, 3.0, size=N)
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        rate = pm.math.exp(x @ beta)
+        mu = exposure * rate if order == "exposure_first" else rate * exposure
+        if family == "poisson":
+            pm.Poisson("y", mu=mu, observed=y)
+        else:
+            pm.NegativeBinomial("y", mu=mu, alpha=3.0, observed=y)
+    found, tall = _recognise(model)
+    assert found.family == ("poisson_log" if family == "poisson" else "negative_binomial")
+    np.testing.assert_allclose(found.offset, np.log(exposure), rtol=1e-12)
+    q = rng.normal(scale=0.5, size=P)
+    np.testing.assert_allclose(found.linear_predictor(q), x @ q + np.log(exposure), rtol=1e-12)
+    _assert_matches_tall_data(found, tall, rng)
+
+
+def test_a_zero_exposure_is_refused_naming_the_rows_and_the_cause(data):
+    x, y = data["x"], data["counts"].copy()
+    exposure = np.ones(N)
+    exposure[[3, 7]] = 0.0
+    y[[3, 7]] = 0
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        pm.Poisson("y", mu=exposure * pm.math.exp(x @ beta), observed=y)
+    message = _refuses(model, r"not finite at the initial point \(2 rows, the first at row 3\)")
+    assert "exposure of 0" in message and "Drop the rows" in message
+
+
+def test_a_product_of_two_exponentials_is_not_taken_for_an_exposure(data):
+    """Negative control: ``exp(eta) * exp(x)`` has two exponential factors, so which one is
+    the link is not decided; it is refused in words (the user can write ``exp(eta + x)``)."""
+    x, y = data["x"], data["counts"]
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=P)
+        pm.Poisson("y", mu=pm.math.exp(x @ beta) * pm.math.exp(x[:, 0]), observed=y)
+    _refuses(model, "Poisson with mu = .* not a log link")
+
+
 def test_student_t_with_fixed_nu_and_sigma(data, rng):
     x, y = data["x"], data["real"]
     with pm.Model() as model:
