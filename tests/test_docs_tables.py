@@ -23,6 +23,7 @@ import pymc as pm
 import pytest
 
 from pymc_minibatch_mh import doc_tables
+from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
 from pymc_minibatch_mh.doc_tables import (
     APPROXIMATE,
     EXACT,
@@ -34,6 +35,8 @@ from pymc_minibatch_mh.doc_tables import (
     SUMMED,
 )
 from pymc_minibatch_mh.likelihood.affine_maps import INDEXED_MIN_COLUMNS
+from pymc_minibatch_mh.likelihood.glm_likelihoods import UnsupportedLikelihood
+from pymc_minibatch_mh.step_methods.reference import NoLaplaceFit
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -339,6 +342,21 @@ def test_every_variant_has_a_model():
     assert set(QUICK_VARIANTS) <= {variant for variant, _ in ALL_VARIANTS}
 
 
+#: The exceptions a step refuses a model with; any other error is a crash, not a refusal.
+REFUSALS = (UnsupportedLikelihood, UnsupportedBound, NoLaplaceFit)
+
+
+def refusal_problem(step_name: str, err: Exception) -> str | None:
+    """Why ``err`` is not a refusal in the user's words (None if it is one): it must be a
+    refusal type and name another step (or NUTS) that applies."""
+    if not isinstance(err, REFUSALS):
+        return f"{step_name} crashed with {type(err).__name__}: {err}"
+    others = [name for name in (*doc_tables.step_classes(), "NUTS") if name != step_name]
+    if not any(name in str(err) for name in others):
+        return f"{step_name}'s refusal names no step that applies: {err}"
+    return None
+
+
 def check_support(variant: str, row) -> None:
     model = build_model(variant)
     found = {}
@@ -347,11 +365,20 @@ def check_support(variant: str, row) -> None:
             warnings.simplefilter("ignore")
             try:
                 step = cls(progressbar=False)
-            except ValueError:  # UnsupportedLikelihood, UnsupportedBound and refusals
+            except ValueError as err:
+                problem = refusal_problem(name, err)
+                assert problem is None, f"{variant}: {problem}"
                 found[name] = REFUSED
                 continue
         found[name] = observed_support(step)
     assert found == dict(row.support), f"{variant}: the code does {found}"
+
+
+def test_refusal_check_rejects_crashes_and_refusals_naming_nothing():
+    """Negative controls of :func:`refusal_problem`."""
+    assert refusal_problem("TunaMH", UnsupportedLikelihood("use MinibatchBarker()")) is None
+    assert "crashed" in refusal_problem("TunaMH", ValueError("operands could not broadcast"))
+    assert "names no step" in refusal_problem("TunaMH", UnsupportedLikelihood("TunaMH cannot"))
 
 
 @pytest.mark.parametrize(

@@ -117,7 +117,7 @@ class ConstructionHooks:
         if graphs is None or not kinks([graphs.batch], graphs.q, [graphs.idx]):
             return
         observed = ", ".join(f"{rv.name!r} ({user_distribution(rv)})" for rv in model.observed_RVs)
-        raise ValueError(
+        raise UnsupportedLikelihood(
             f"{type(self).__name__} cannot sample this model: the log-likelihood of "
             f"{observed} has a kink in the sampled parameters (it takes abs() or sign() of a "
             "term of the data and the parameters, as pm.Laplace's |y - mu| / b does). Its "
