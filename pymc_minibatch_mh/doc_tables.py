@@ -288,6 +288,12 @@ FAMILY_SUPPORT = (
         flymc=EXACT,
     ),
     _row(
+        "several data sets of different lengths sharing parameters (one observed variable each)",
+        ["data_sets"],
+        tuna=REFUSED,
+        flymc=REFUSED,
+    ),
+    _row(
         "any other smooth likelihood of i.i.d. rows (e.g. `LogNormal`, a mean not affine "
         "in the parameters)",
         ["lognormal", "nonlinear_mean"],

@@ -307,6 +307,11 @@ def build_model(variant: str) -> pm.Model:
         elif variant == "bernoulli_and_student_t":
             pm.Bernoulli("y", logit_p=eta, observed=(rng.random(N) < d["logit"]).astype(int))
             pm.StudentT("z", nu=4, mu=a - b * x, sigma=1.0, observed=rng.standard_t(4, N))
+        elif variant == "data_sets":
+            pm.Bernoulli("y", logit_p=eta, observed=(rng.random(N) < d["logit"]).astype(int))
+            short = rng.normal(size=N // 2)
+            y_short = 0.2 - 0.5 * short + rng.normal(size=short.size)
+            pm.Normal("z", a - b * short, 1.0, observed=y_short)
         elif variant == "lognormal":
             pm.LogNormal("y", eta, 1.0, observed=np.exp(0.3 + 0.5 * x + rng.normal(size=N)))
         elif variant == "nonlinear_mean":

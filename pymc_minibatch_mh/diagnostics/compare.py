@@ -368,6 +368,6 @@ def _full_data_evals_per_draw(step, n_data: int) -> float:
 
 
 def _n_data(model: pm.Model) -> int:
-    from pymc_minibatch_mh.likelihood.inspection import datum_count
+    from pymc_minibatch_mh.likelihood.inspection import total_rows
 
-    return datum_count(model)
+    return total_rows(model)

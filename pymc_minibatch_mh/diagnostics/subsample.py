@@ -172,6 +172,13 @@ def subsample_model(model: pm.Model, n_rows: int, *, random_seed=None) -> Subsam
             "The model is a sub-model (created inside another model's context); pass the "
             "outermost model to subsample its data."
         )
+    lengths = observed_lengths(model)
+    if len(set(lengths.values())) > 1:
+        raise ValueError(
+            f"The observed variables are data sets of different lengths ({lengths}); "
+            "subsampling rows needs one row axis shared by all of them. Compare on the full "
+            "data (compare(..., n_rows=None)) or on a model you subsample yourself."
+        )
     n_data = datum_count(model)
     rows = subsample_rows(n_data, n_rows, random_seed)
     return Subsample(_rebuilt_on_rows(model, rows, n_data), rows, n_data)

@@ -16,6 +16,7 @@ from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.data.row_scan import non_finite_entries
 from pymc_minibatch_mh.likelihood.batching import datum_data_inputs
 from pymc_minibatch_mh.likelihood.data_support import check_observed_support
+from pymc_minibatch_mh.likelihood.glm_likelihoods import UnsupportedLikelihood
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors, data_value, graph_inputs
 
 # Suffixes of the variables PyMC's Model.make_obs_var creates when `observed=` has NaNs.
@@ -159,6 +160,16 @@ def _uses_pymc_minibatch(variables: Sequence[Variable]) -> bool:
     )
 
 
+def total_rows(model: pm.Model) -> int:
+    """N of the steps' row axis: the observed variables' common length, or the sum of the
+    lengths of data sets of different lengths (stacked on one axis,
+    :mod:`~pymc_minibatch_mh.likelihood.stacked_rows`)."""
+    lengths = observed_lengths(model)
+    if len(set(lengths.values())) > 1:
+        return int(sum(lengths.values()))
+    return datum_count(model)
+
+
 def datum_count(model: pm.Model, data_dim: str | None = None) -> int:
     """The number N of data points shared by all observed variables.
 
@@ -171,10 +182,11 @@ def datum_count(model: pm.Model, data_dim: str | None = None) -> int:
     lengths = observed_lengths(model)
     if len(set(lengths.values())) > 1:
         found = ", ".join(f"{name}: {n}" for name, n in lengths.items())
-        raise ValueError(
-            "Observed variables must share one datum axis (axis 0) of the same length N, "
-            f"but their lengths differ ({found}). Put independent datasets in separate "
-            "models, or stack them so that every observed variable has N rows."
+        raise UnsupportedLikelihood(
+            f"The observed variables are data sets of different lengths ({found}). "
+            "MinibatchBarker() and Austere() sample such models (each data set's rows on one "
+            "stacked row axis); TunaMH() and FlyMC() do not yet: their bounds and the "
+            "recognised likelihoods need every observed variable on one row axis of N rows."
         )
     n_data = next(iter(lengths.values()))
     if data_dim is not None:

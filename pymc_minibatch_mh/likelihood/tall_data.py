@@ -30,6 +30,7 @@ from pymc_minibatch_mh.likelihood.inspection import (
     check_sampled_block,
     datum_count,
     likelihood_value_vars,
+    observed_lengths,
 )
 from pymc_minibatch_mh.likelihood.numpy_glm import (
     NumpyGLM,
@@ -38,6 +39,7 @@ from pymc_minibatch_mh.likelihood.numpy_glm import (
 )
 from pymc_minibatch_mh.likelihood.row_checks import checks_per_row
 from pymc_minibatch_mh.likelihood.stable_logps import observed_logp_terms
+from pymc_minibatch_mh.likelihood.stacked_rows import stacked_graphs, stacked_layout
 
 
 @dataclass(frozen=True)
@@ -219,30 +221,43 @@ def build_tall_data(
         ``pm.Minibatch`` data or ``total_size``, discrete or per-datum variables in
         the block, or data that cannot be gathered row-wise.
     """
-    n_data = datum_count(model, data_dim)
+    # Several data sets of different lengths: one stacked row axis (stacked_rows.py).
+    layout = stacked_layout(observed_lengths(model))
+    if layout is not None and data_dim is not None:
+        raise ValueError(
+            f"data_dim={data_dim!r} names one row axis, but the observed variables have "
+            f"different lengths ({dict(zip(layout.names, layout.lengths, strict=True))}): "
+            "leave data_dim out; each data set's rows are then read on its own axis."
+        )
+    n_data = datum_count(model, data_dim) if layout is None else layout.n_data
     # Finite second derivatives (Taylor proxies, bounds) wherever the density is finite.
     loglik_terms = observed_logp_terms(model)
     # Before any compilation or O(N) pass: NaN data would only show up as garbage later.
-    check_finite_data(model, loglik_terms, n_data)
-    check_sampled_block(model, value_vars, initial_point, n_data)
+    for rows in (n_data,) if layout is None else sorted(set(layout.lengths)):
+        check_finite_data(model, loglik_terms, rows)
+        check_sampled_block(model, value_vars, initial_point, rows)
     compile_kwargs = dict(compile_kwargs or {})
 
-    per_datum = per_datum_sum(loglik_terms)
-    # One row's failed parameter check must not reach the others.
-    data_vars = [var for var, _ in datum_data_inputs([per_datum], n_data)]
-    (per_datum,) = checks_per_row([per_datum], data_vars, check_bounds=model.check_bounds)
-    other_lengths = {
-        var.name or f"a numpy array of shape {value.shape}": value.shape[0]
-        for var, value in other_length_data_inputs([per_datum], n_data)
-    }
     idx = pt.vector("idx", dtype="int64")
-    batch = gather_rows(per_datum, idx, n_data)
-    # The data become inputs of the compiled functions (see `data_placeholder`), and N
-    # (PyMC's Alloc of a log-density to the observed size) their length: cache keys of
-    # the functions that change with neither.
-    placeholders = data_as_placeholders([per_datum], n_data)
-    per_datum = rebuild_graph(per_datum, placeholders)
-    batch = rebuild_graph(batch, placeholders)
+    if layout is None:
+        per_datum = per_datum_sum(loglik_terms)
+        # One row's failed parameter check must not reach the others.
+        data_vars = [var for var, _ in datum_data_inputs([per_datum], n_data)]
+        (per_datum,) = checks_per_row([per_datum], data_vars, check_bounds=model.check_bounds)
+        other_lengths = {
+            var.name or f"a numpy array of shape {value.shape}": value.shape[0]
+            for var, value in other_length_data_inputs([per_datum], n_data)
+        }
+        batch = gather_rows(per_datum, idx, n_data)
+        # The data become inputs of the compiled functions (see `data_placeholder`), and N
+        # (PyMC's Alloc of a log-density to the observed size) their length: cache keys of
+        # the functions that change with neither.
+        placeholders = data_as_placeholders([per_datum], n_data)
+        per_datum = rebuild_graph(per_datum, placeholders)
+        batch = rebuild_graph(batch, placeholders)
+    else:
+        stacked = stacked_graphs(loglik_terms, layout, idx, check_bounds=model.check_bounds)
+        per_datum, batch, other_lengths = stacked.full, stacked.batch, stacked.other_lengths
     prior = model.logp(vars=[*model.free_RVs, *model.potentials], sum=True)
 
     (batch, full, prior), q_var = join_nonshared_inputs(
@@ -270,7 +285,7 @@ def build_tall_data(
     fast = None
     if numpy_functions is None:
         numpy_functions = numpy_evaluation_enabled()
-    if numpy_functions and not compile_kwargs:
+    if numpy_functions and not compile_kwargs and layout is None:
         fast = recognise_numpy_glm(
             model,
             value_vars,

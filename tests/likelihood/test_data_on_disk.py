@@ -8,14 +8,13 @@ import tracemalloc
 import numpy as np
 import pymc as pm
 import pytest
-from pymc.pytensorf import make_shared_replacements
+from tall_builder import tall_data_of
 
 from pymc_minibatch_mh import MinibatchBarker, TunaMH, chunked_data
 from pymc_minibatch_mh.bounds.lipschitz import _row_norms
 from pymc_minibatch_mh.data import blocks as data_blocks
 from pymc_minibatch_mh.data.chunk_pass import chunked_sources
 from pymc_minibatch_mh.data.row_design import RowDesign
-from pymc_minibatch_mh.likelihood import build_tall_data
 from pymc_minibatch_mh.likelihood.linear_predictor import recognise_linear_predictor
 
 N = 3000
@@ -257,9 +256,7 @@ def test_large_chunked_covariates_are_never_read_whole(tmp_path, rng):
 # Caches: all the data (kept in place), two chunks of 7 or 9 rows (least recently used
 # dropped), none (every read from the array).
 def _tall(model):
-    point = model.initial_point()
-    shared = make_shared_replacements(point, model.value_vars, model)
-    return build_tall_data(model, model.value_vars, shared=shared, initial_point=point)
+    return tall_data_of(model)
 
 
 def test_full_data_pass_on_a_local_cluster_matches_the_numpy_pass(tmp_path, rng, cluster_client):

@@ -4,9 +4,8 @@ the recovery, and the check that falls back to the dense Hessian."""
 import numpy as np
 import pymc as pm
 import pytest
-from pymc.pytensorf import make_shared_replacements
+from tall_builder import tall_data_of
 
-from pymc_minibatch_mh.likelihood import build_tall_data
 from pymc_minibatch_mh.likelihood import hessian_colouring as colouring_module
 from pymc_minibatch_mh.likelihood.coloured_hessian import (
     ColouredSumDerivatives,
@@ -21,11 +20,7 @@ N, GROUPS = 3_000, 40
 
 def _tall(model):
     """The compiled functions (a recognised regression would be evaluated with numpy)."""
-    point = model.initial_point()
-    shared = make_shared_replacements(point, model.value_vars, model)
-    return build_tall_data(
-        model, model.value_vars, shared=shared, initial_point=point, numpy_functions=False
-    )
+    return tall_data_of(model, numpy_functions=False)
 
 
 def _groups_model(slopes: bool = False, crossed: bool = False):

@@ -6,22 +6,19 @@ import warnings
 import numpy as np
 import pymc as pm
 import pytest
-from pymc.pytensorf import make_shared_replacements
+from tall_builder import tall_data_of
 
 import pymc_minibatch_mh.likelihood.tall_data as tall_data_module
 import pymc_minibatch_mh.step_methods.base as step_base
 from pymc_minibatch_mh import Austere, MinibatchBarker
 from pymc_minibatch_mh.data.row_scan import non_finite_entries
-from pymc_minibatch_mh.likelihood import build_tall_data
 from pymc_minibatch_mh.likelihood.inspection import imputed_counterpart
 
 N = 400
 
 
 def _build(model):
-    point = model.initial_point()
-    shared = make_shared_replacements(point, model.value_vars, model)
-    return build_tall_data(model, model.value_vars, shared=shared, initial_point=point)
+    return tall_data_of(model)
 
 
 @pytest.fixture

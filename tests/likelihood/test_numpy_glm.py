@@ -6,6 +6,7 @@ import numpy as np
 import pymc as pm
 import pytest
 from pymc.pytensorf import make_shared_replacements
+from tall_builder import tall_data_of
 
 from pymc_minibatch_mh import MinibatchBarker
 from pymc_minibatch_mh.likelihood import build_tall_data
@@ -49,16 +50,7 @@ def _model(family: str, seed: int = 0) -> pm.Model:
 
 
 def _tall(model: pm.Model, numpy_functions: bool):
-    point = model.initial_point()
-    shared = make_shared_replacements(point, model.value_vars, model)
-    return build_tall_data(
-        model,
-        model.value_vars,
-        shared=shared,
-        initial_point=point,
-        gradients=True,
-        numpy_functions=numpy_functions,
-    )
+    return tall_data_of(model, gradients=True, numpy_functions=numpy_functions)
 
 
 FAMILIES = ("logistic", "poisson", "normal_free", "normal_rows")

@@ -4,16 +4,13 @@
 import numpy as np
 import pymc as pm
 import pytest
-from pymc.pytensorf import make_shared_replacements
+from tall_builder import tall_data_of
 
-from pymc_minibatch_mh.likelihood import build_tall_data
 from pymc_minibatch_mh.likelihood import tall_data as tall_data_module
 
 
 def _tall(model):
-    point = model.initial_point()
-    shared = make_shared_replacements(point, model.value_vars, model)
-    return build_tall_data(model, model.value_vars, shared=shared, initial_point=point)
+    return tall_data_of(model)
 
 
 def _log_linear_scale_model():

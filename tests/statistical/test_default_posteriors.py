@@ -62,6 +62,8 @@ _OUTSIDE_TUNA_AND_FLYMC = (
     "lkj_mvnormal",
     "student_t",
     "two_outcomes",
+    "data_sets_2",
+    "data_sets_3",
     "gauss_mix",
     "hetero",
     "beta",

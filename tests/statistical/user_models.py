@@ -26,11 +26,13 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import arviz as az
 import numpy as np
 import pymc as pm
+from scipy import special
 
 from pymc_minibatch_mh.diagnostics import posterior as posterior_of
 from pymc_minibatch_mh.diagnostics import sample_stats as sample_stats_of
@@ -637,6 +639,44 @@ def build_two_outcomes(n: int | None = None) -> UserCase:
     return UserCase("two_outcomes", model, names, n, True, nuts_seed=6110)
 
 
+def build_data_sets(n: int | None = None, *, sets: int = 2) -> UserCase:
+    """Data sets of different lengths sharing coefficients, as a user writes them: counts of
+    ``n`` visits (Poisson), yes/no answers of ``2n/5`` other people (Bernoulli) and, with
+    ``sets=3``, ``n/4`` amounts (Normal with a free scale), each with its own covariates
+    and intercept, one pair of slopes shared by all.
+
+    Parameters
+    ----------
+    n : int, optional
+        Rows of the first data set; default 20,000.
+    sets : {2, 3}
+        Number of data sets.
+
+    Returns
+    -------
+    UserCase
+    """
+    n = N_TALL if n is None else n
+    rng = np.random.default_rng(5120 + sets)
+    slopes = np.array([0.5, -0.3])
+    x1, x2, x3 = (rng.normal(size=(m, 2)) for m in (n, 2 * n // 5, n // 4))
+    counts = rng.poisson(np.exp(0.2 + x1 @ slopes))
+    answers = (rng.random(len(x2)) < special.expit(-0.4 + x2 @ slopes)).astype(int)
+    amounts = 1.0 + x3 @ slopes + 0.8 * rng.normal(size=len(x3))
+    with pm.Model() as model:
+        slope = pm.Normal("slope", 0.0, 1.0, shape=2)
+        level = pm.Normal("level", 0.0, 2.0, shape=sets)
+        pm.Poisson("visits", mu=pm.math.exp(level[0] + x1 @ slope), observed=counts)
+        pm.Bernoulli("answer", logit_p=level[1] + pm.Data("x2", x2) @ slope, observed=answers)
+        names = ["slope", "level"]
+        if sets == 3:
+            sigma = pm.HalfNormal("sigma", 1.0)
+            pm.Normal("amount", level[2] + x3 @ slope, sigma, observed=amounts)
+            names.append("sigma")
+    rows = len(x1) + len(x2) + (len(x3) if sets == 3 else 0)
+    return UserCase(f"data_sets_{sets}", model, names, rows, True, nuts_seed=6120 + sets)
+
+
 def _grouped_data(n: int, seed: int, *, noise_sd: float, group_sd: float):
     """Radon-like data: 20 groups of unequal size, one covariate, group intercepts drawn
     from ``N(1, group_sd^2)``, slope -0.6 and Gaussian noise of sd ``noise_sd``."""
@@ -844,6 +884,8 @@ BUILDERS: dict[str, Callable[..., UserCase]] = {
     "lkj_mvnormal": build_lkj_mvnormal,
     "student_t": build_student_t,
     "two_outcomes": build_two_outcomes,
+    "data_sets_2": build_data_sets,
+    "data_sets_3": partial(build_data_sets, sets=3),
     "gauss_mix": build_gauss_mix,
 }
 #: Cases whose data size is fixed (``n`` cannot be chosen).
