@@ -67,6 +67,12 @@ class UnsupportedLikelihood(ValueError):
     """The model's likelihood is not one of the recognised linear-predictor families."""
 
 
+class DataSetsOfDifferentLengths(UnsupportedLikelihood):
+    """The observed variables are data sets of different lengths: the likelihood is not
+    one GLM over one row axis. The message names the steps that sample such models; a
+    step adds nothing to it (its generic hints about other likelihoods do not apply)."""
+
+
 @dataclass(frozen=True, eq=False)
 class LinearPredictorLikelihood:
     """A per-datum likelihood ``p(y_i | eta_i)`` with ``eta`` affine in ``q``.

@@ -16,7 +16,7 @@ from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.data.row_scan import non_finite_entries
 from pymc_minibatch_mh.likelihood.batching import datum_data_inputs
 from pymc_minibatch_mh.likelihood.data_support import check_observed_support
-from pymc_minibatch_mh.likelihood.glm_likelihoods import UnsupportedLikelihood
+from pymc_minibatch_mh.likelihood.glm_likelihoods import DataSetsOfDifferentLengths
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors, data_value, graph_inputs
 
 # Suffixes of the variables PyMC's Model.make_obs_var creates when `observed=` has NaNs.
@@ -182,11 +182,12 @@ def datum_count(model: pm.Model, data_dim: str | None = None) -> int:
     lengths = observed_lengths(model)
     if len(set(lengths.values())) > 1:
         found = ", ".join(f"{name}: {n}" for name, n in lengths.items())
-        raise UnsupportedLikelihood(
-            f"The observed variables are data sets of different lengths ({found}). "
-            "MinibatchBarker() and Austere() sample such models (each data set's rows on one "
-            "stacked row axis); TunaMH() and FlyMC() do not yet: their bounds and the "
-            "recognised likelihoods need every observed variable on one row axis of N rows."
+        raise DataSetsOfDifferentLengths(
+            f"The observed variables are data sets of different lengths ({found}). Use "
+            "MinibatchBarker() or Austere(), which sample such models (each data set's rows "
+            "on one stacked row axis). TunaMH() and FlyMC() do not derive their bounds for "
+            "them yet: their recognised likelihoods need every observed variable on one row "
+            "axis."
         )
     n_data = next(iter(lengths.values()))
     if data_dim is not None:

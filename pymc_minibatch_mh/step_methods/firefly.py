@@ -57,6 +57,7 @@ from pymc_minibatch_mh.kernels.firefly import (
 from pymc_minibatch_mh.kernels.gaussian_flow import ANGLE_RANGE, GaussianFlow
 from pymc_minibatch_mh.kernels.target import ChainState
 from pymc_minibatch_mh.likelihood.glm_families import family_label
+from pymc_minibatch_mh.likelihood.glm_likelihoods import DataSetsOfDifferentLengths
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
 from pymc_minibatch_mh.likelihood.numpy_prior import looks_gaussian
 from pymc_minibatch_mh.progress import progress_status
@@ -557,6 +558,8 @@ initial_point, compile_kwargs, blocked
     def _recognise_bound_family(self, model, initial_point):
         try:
             lp = self._recognise_linear_predictor(model, initial_point)
+        except DataSetsOfDifferentLengths:
+            raise
         except UnsupportedLikelihood as err:
             raise UnsupportedLikelihood(
                 f"FlyMC could not build bounds automatically: {err} FlyMC has built-in bounds "

@@ -45,7 +45,7 @@ from pymc_minibatch_mh.kernels.tuna import (
 )
 from pymc_minibatch_mh.kernels.weighted_index import CumulativeTable
 from pymc_minibatch_mh.likelihood.glm_families import family_label
-from pymc_minibatch_mh.likelihood.glm_likelihoods import SCALE_PARAMS
+from pymc_minibatch_mh.likelihood.glm_likelihoods import SCALE_PARAMS, DataSetsOfDifferentLengths
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors
 from pymc_minibatch_mh.likelihood.linear_predictor import (
     UnsupportedLikelihood,
@@ -527,6 +527,8 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         )
         try:
             return self._recognise_linear_predictor(model, initial_point)
+        except DataSetsOfDifferentLengths:
+            raise
         except UnsupportedLikelihood as err:
             raise UnsupportedLikelihood(
                 f"TunaMH could not build its bounds from the model: {err} {hint}"

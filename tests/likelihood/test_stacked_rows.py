@@ -7,7 +7,7 @@ import pytest
 from scipy import special, stats
 from tall_builder import tall_data_of
 
-from pymc_minibatch_mh import MinibatchBarker, TunaMH
+from pymc_minibatch_mh import FlyMC, MinibatchBarker, TunaMH
 from pymc_minibatch_mh.likelihood.glm_likelihoods import UnsupportedLikelihood
 from pymc_minibatch_mh.likelihood.stacked_rows import StackedRows, stacked_layout
 
@@ -94,10 +94,14 @@ def test_data_dim_with_data_sets_of_different_lengths_is_refused():
         _tall(_model(_data()), data_dim="row")
 
 
-def test_exact_steps_refuse_in_words_naming_the_steps_that_apply(no_map_search):
+@pytest.mark.parametrize("step", [TunaMH, FlyMC])
+def test_exact_steps_refuse_in_words_naming_the_steps_that_apply(no_map_search, step):
+    """The refusal says what to use, without the generic hints about other likelihoods
+    (explicit bounds) that do not apply here."""
     with _model(_data()):
-        with pytest.raises(UnsupportedLikelihood, match=r"MinibatchBarker\(\) and Austere\(\)"):
-            TunaMH(progressbar=False)
+        with pytest.raises(UnsupportedLikelihood, match=r"Use MinibatchBarker\(\) or Aus") as err:
+            step(progressbar=False)
+    assert "bound" not in str(err.value).replace("bounds for", "")
 
 
 def test_minibatch_barker_samples_data_sets_of_different_lengths():
