@@ -83,33 +83,47 @@ class StackedGraphs:
     other_lengths: dict[str, int]
 
 
+def data_set_graphs(
+    terms: Sequence[Variable], n_rows: int, idx: Variable, *, check_bounds: bool
+) -> tuple[Variable, Variable, dict[str, int]]:
+    """The per-datum log-likelihood of observed ``terms`` over the same ``n_rows`` rows: on
+    all rows, on the rows ``idx``, and the data inputs whose leading axis is neither
+    ``n_rows`` nor 1 (to explain a failed first evaluation).
+
+    PyMC's parameter checks are taken row by row (one row's failed check must not reach
+    the others), and the data become inputs of the compiled functions
+    (:func:`~pymc_minibatch_mh.likelihood.compiling.data_placeholder`) with ``n_rows``, where
+    the graph holds it as a length (PyMC's Alloc of a log-density to the observed size),
+    their length: cache keys of the functions that change with neither.
+    """
+    per_datum = per_datum_sum(list(terms))
+    data_vars = [var for var, _ in datum_data_inputs([per_datum], n_rows)]
+    (per_datum,) = checks_per_row([per_datum], data_vars, check_bounds=check_bounds)
+    other_lengths = {
+        var.name or f"a numpy array of shape {value.shape}": value.shape[0]
+        for var, value in other_length_data_inputs([per_datum], n_rows)
+    }
+    rows = gather_rows(per_datum, idx, n_rows)
+    placeholders = data_as_placeholders([per_datum], n_rows)
+    return (
+        rebuild_graph(per_datum, placeholders),
+        rebuild_graph(rows, placeholders),
+        other_lengths,
+    )
+
+
 def stacked_graphs(
     terms: Sequence[Variable], layout: StackedRows, idx: Variable, *, check_bounds: bool
 ) -> StackedGraphs:
     """Per-datum graphs of the observed ``terms`` (one per data set, in ``layout``'s
-    order) on the stacked axis.
-
-    Each data set gets PyMC's parameter checks row by row and its data as placeholders, as
-    one data set does in :func:`~pymc_minibatch_mh.likelihood.tall_data.build_tall_data`.
-    """
-    fulls, batch, other_lengths = [], None, {}
+    order) on the stacked axis, each data set's as :func:`data_set_graphs` makes them."""
+    fulls, batch, other_lengths = [], pt.zeros(idx.shape, dtype="float64"), {}
     for term, n_rows, offset in zip(terms, layout.lengths, layout.offsets, strict=True):
-        per_datum = per_datum_sum([term])
-        data_vars = [var for var, _ in datum_data_inputs([per_datum], n_rows)]
-        (per_datum,) = checks_per_row([per_datum], data_vars, check_bounds=check_bounds)
-        other_lengths.update(
-            {
-                var.name or f"a numpy array of shape {value.shape}": value.shape[0]
-                for var, value in other_length_data_inputs([per_datum], n_rows)
-            }
-        )
         (positions,) = pt.nonzero((idx >= offset) & (idx < offset + n_rows))
-        rows = gather_rows(per_datum, idx[positions] - offset, n_rows)
-        placeholders = data_as_placeholders([per_datum], n_rows)
-        per_datum = rebuild_graph(per_datum, placeholders)
-        rows = rebuild_graph(rows, placeholders)
-        if batch is None:
-            batch = pt.zeros(idx.shape, dtype="float64")
+        full, rows, others = data_set_graphs(
+            [term], n_rows, idx[positions] - offset, check_bounds=check_bounds
+        )
+        other_lengths.update(others)
         batch = pt.set_subtensor(batch[positions], pt.cast(rows, "float64"))
-        fulls.append(pt.cast(per_datum, "float64"))
+        fulls.append(pt.cast(full, "float64"))
     return StackedGraphs(pt.concatenate(fulls), batch, other_lengths)

@@ -17,14 +17,9 @@ from pymc_minibatch_mh.data.chunk_pass import all_rows
 from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.kernels.target import per_row_in_blocks
 from pymc_minibatch_mh.likelihood.batching import (
-    datum_data_inputs,
-    gather_rows,
-    other_length_data_inputs,
-    per_datum_sum,
     probe_indices,
 )
-from pymc_minibatch_mh.likelihood.compiling import compile_function, data_as_placeholders
-from pymc_minibatch_mh.likelihood.graph_tools import rebuild_graph
+from pymc_minibatch_mh.likelihood.compiling import compile_function
 from pymc_minibatch_mh.likelihood.inspection import (
     check_finite_data,
     check_sampled_block,
@@ -37,9 +32,12 @@ from pymc_minibatch_mh.likelihood.numpy_glm import (
     numpy_evaluation_enabled,
     recognise_numpy_glm,
 )
-from pymc_minibatch_mh.likelihood.row_checks import checks_per_row
 from pymc_minibatch_mh.likelihood.stable_logps import observed_logp_terms
-from pymc_minibatch_mh.likelihood.stacked_rows import stacked_graphs, stacked_layout
+from pymc_minibatch_mh.likelihood.stacked_rows import (
+    data_set_graphs,
+    stacked_graphs,
+    stacked_layout,
+)
 
 
 @dataclass(frozen=True)
@@ -240,21 +238,9 @@ def build_tall_data(
 
     idx = pt.vector("idx", dtype="int64")
     if layout is None:
-        per_datum = per_datum_sum(loglik_terms)
-        # One row's failed parameter check must not reach the others.
-        data_vars = [var for var, _ in datum_data_inputs([per_datum], n_data)]
-        (per_datum,) = checks_per_row([per_datum], data_vars, check_bounds=model.check_bounds)
-        other_lengths = {
-            var.name or f"a numpy array of shape {value.shape}": value.shape[0]
-            for var, value in other_length_data_inputs([per_datum], n_data)
-        }
-        batch = gather_rows(per_datum, idx, n_data)
-        # The data become inputs of the compiled functions (see `data_placeholder`), and N
-        # (PyMC's Alloc of a log-density to the observed size) their length: cache keys of
-        # the functions that change with neither.
-        placeholders = data_as_placeholders([per_datum], n_data)
-        per_datum = rebuild_graph(per_datum, placeholders)
-        batch = rebuild_graph(batch, placeholders)
+        per_datum, batch, other_lengths = data_set_graphs(
+            loglik_terms, n_data, idx, check_bounds=model.check_bounds
+        )
     else:
         stacked = stacked_graphs(loglik_terms, layout, idx, check_bounds=model.check_bounds)
         per_datum, batch, other_lengths = stacked.full, stacked.batch, stacked.other_lengths

@@ -6,7 +6,7 @@ import pymc as pm
 import pytest
 from tall_builder import tall_data_of
 
-from pymc_minibatch_mh.likelihood import tall_data as tall_data_module
+from pymc_minibatch_mh.likelihood import stacked_rows as stacked_rows_module
 
 
 def _tall(model):
@@ -49,7 +49,7 @@ def test_a_row_outside_its_parameter_domain_leaves_the_others_alone():
 def test_negative_control_with_pymc_checks_one_row_sets_the_whole_batch(monkeypatch):
     """PyMC's own check, reduced over the batch: the bad row takes every row with it."""
     monkeypatch.setattr(
-        tall_data_module, "checks_per_row", lambda outputs, rows, **_: list(outputs)
+        stacked_rows_module, "checks_per_row", lambda outputs, rows, **_: list(outputs)
     )
     model, _, _ = _log_linear_scale_model()
     data = _tall(model)
