@@ -81,6 +81,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from pymc_minibatch_mh.kernels import compiled_split_iteration, split_kicks
+from pymc_minibatch_mh.kernels.brightening_rates import CellRates
 from pymc_minibatch_mh.kernels.gaussian_flow import ANGLE_RANGE, GaussianFlow
 from pymc_minibatch_mh.kernels.proposals import RandomWalkProposal
 from pymc_minibatch_mh.kernels.surrogate_hmc import MAX_LEAPFROG_STEPS, TRAJECTORY_RANGE
@@ -426,6 +427,9 @@ class FireflySettings:
         Raise :class:`InvalidBoundError` when a gap proves ``B_n > L_n``.
     bound_tolerance : float
         Rounding allowance: a gap below ``-bound_tolerance * (1 + |log L_n|)`` is a violation.
+    cell_rates : CellRates, optional
+        A brightening rate per row cell in place of ``q_db`` (which is then their largest),
+        see :mod:`~pymc_minibatch_mh.kernels.brightening_rates`.
     """
 
     q_db: float
@@ -433,12 +437,15 @@ class FireflySettings:
     theta_update: str = "rw"
     check_bound: bool = True
     bound_tolerance: float = 1e-8
+    cell_rates: CellRates | None = field(default=None, compare=False)
 
     def __post_init__(self):
         if not 0.0 < self.q_db <= 1.0:
             raise ValueError(f"q_db must lie in (0, 1]; got {self.q_db}.")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be positive; got {self.temperature}.")
+        if self.cell_rates is not None and self.cell_rates.largest != self.q_db:
+            raise ValueError("q_db must be the largest of the cell rates.")
         if self.theta_update not in THETA_UPDATES:
             raise ValueError(
                 f"theta_update must be one of {THETA_UPDATES}; got {self.theta_update!r}."
@@ -1171,13 +1178,15 @@ def brightness_update(
     Each datum gets one MH move from its state at the start of the update:
     bright -> dark proposed always, accepted w.p. ``min(1, q_db / Ltilde_n)``;
     dark -> bright proposed w.p. ``q_db``, accepted w.p. ``min(1, Ltilde_n / q_db)``.
-    Rows without a bound stay bright.
+    Rows without a bound stay bright. With ``settings.cell_rates`` each row's own rate
+    takes the place of ``q_db`` in both directions.
     """
     if getattr(bound, "exact", False):
         return 0  # B_n = L_n: every L~_n is 0, no datum can turn bright
     store = state.store
     glm = compiled_split_iteration.compiled_glm(rows, bound, target.n_data)
-    if glm is not None and state.unbounded is None:  # the same draws, the loop compiled
+    one_rate = settings.cell_rates is None
+    if glm is not None and state.unbounded is None and one_rate:  # same draws, compiled loop
         u_dark = rng.random(store.n_bright)
         offsets = geometric_positions(rng, settings.q_db, store.n_dark)
         u_candidates = rng.random(offsets.size) if offsets.size else np.empty(0)
@@ -1188,21 +1197,37 @@ def brightness_update(
             _raise_violation(state.position, row, target, bound, settings, rows)
         state.data_grad = None
         return int(offsets.size)
-    log_q = math.log(settings.q_db)
+    return _numpy_brightness_update(rng, state, target, bound, settings, rows)
+
+
+def _numpy_brightness_update(rng, state, target, bound, settings, rows) -> int:
+    """:func:`brightness_update` in numpy, with ``q_db`` or each row's cell rate ``r_n``:
+    bright rows darken with probability ``min(1, r_n / Ltilde_n)``, each dark row proposes
+    with probability ``r_n`` and brightens with ``min(1, Ltilde_n / r_n)``."""
+    store, rates = state.store, settings.cell_rates
+    if rates is None:
+        log_q = math.log(settings.q_db)
+
+        def log_rate(_rows):
+            return log_q
+    else:
+        log_rate = rates.log_rates
     bright = np.asarray(store.bright_indices(), dtype=np.int64)
-    n_bright = bright.size
-    darken = np.log1p(-rng.random(n_bright)) <= log_q - state.log_lt[bright]
+    darken = np.log1p(-rng.random(bright.size)) <= log_rate(bright) - state.log_lt[bright]
     if state.unbounded is not None:
         darken &= ~state.unbounded[bright]  # B_n = 0: p(z_n = 1 | q) = 1
     darken = bright[darken]
-
-    offsets = geometric_positions(rng, settings.q_db, store.n_dark)
-    candidates = np.asarray(store.arr[n_bright + offsets], dtype=np.int64)
+    if rates is None:
+        offsets = geometric_positions(rng, settings.q_db, store.n_dark)
+        candidates = np.asarray(store.arr[bright.size + offsets], dtype=np.int64)
+    else:  # every row at its rate; the bright ones move by the other direction
+        candidates = rates.proposing(rng, geometric_positions)
+        candidates = candidates[~store.is_bright(candidates)]
     brighten = candidates[:0]
     if candidates.size:
         candidate_rows = rows_of(target, bound, candidates, rows)
         log_lt = _bright_log_tilde(state.position, candidate_rows, settings)
-        accept = np.log1p(-rng.random(candidates.size)) <= log_lt - log_q
+        accept = np.log1p(-rng.random(candidates.size)) <= log_lt - log_rate(candidates)
         brighten = candidates[accept]
         state.log_lt[brighten] = log_lt[accept]
     store.darken(darken, validate=False)

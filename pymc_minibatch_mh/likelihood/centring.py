@@ -69,6 +69,10 @@ class _Effect:
     effect: Variable  # the expression ``E`` (a graph of the model's RVs)
     kind: str  # "scale" (elementwise S) or "matrix" (S on the last axis)
     name: str  # name of the centred variable in the twin
+    # Written with the index inside (``mu + sigma * z[group]``): the model's expression,
+    # equal to ``effect[index]``, and the index. ``effect`` is then built by lifting it.
+    indexed: Variable | None = None
+    index: Variable | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,13 +156,105 @@ def _find_effects(model: pm.Model) -> list[_Effect]:
                 continue  # a product with data (X @ beta), not an effect: never evaluated
             kind = _affine_kind(model, z, effect)
             if kind is not None:
+                name = _twin_name(effect, z, model, taken)
+                found.append(_Effect(z, effect, kind, name))
                 break
         else:
-            continue
-        name = _twin_name(effect, z, model, taken)
-        taken.add(name)
-        found.append(_Effect(z, effect, kind, name))
+            lifted = _indexed_effect(model, z, clients, taken)
+            if lifted is None:
+                continue
+            found.append(lifted)
+        taken.add(found[-1].name)
     return found
+
+
+def _indexed_effect(model: pm.Model, z: Variable, clients: dict, taken: set) -> _Effect | None:
+    """An effect written with the index inside, ``mu + sigma * z[group]``: its lifted form
+    ``E = mu + sigma * z`` (every ``v[group]`` on the chain read as ``v``), when ``E`` is
+    affine in ``z`` with ``z``'s shape and ``E[group]`` equals the model's expression."""
+    readers = [n for n in clients.get(z, []) if not _views_only(n, set(model.deterministics))]
+    if len(readers) != 1 or not _is_row_index(readers[0], z):
+        return None
+    node = readers[0]
+    index = node.inputs[1]
+    free = set(model.free_RVs)
+    if any(v in free for v in ancestors([index])):
+        return None
+    for indexed in _effect_candidates(node.outputs[0], clients, model):
+        effect = _lifted(indexed, index)
+        if effect is None or _reads_data(effect, z):
+            continue
+        kind = _affine_kind(model, z, effect)
+        if kind is not None and _lift_holds(model, effect, indexed, index):
+            name = _twin_name(indexed, z, model, taken)
+            return _Effect(z, effect, kind, name, indexed=indexed, index=index)
+    return None
+
+
+def _is_row_index(node, z: Variable) -> bool:
+    """``z[index]`` along the first axis by an integer vector."""
+    if not _one_index(node):
+        return False
+    index = node.inputs[1]
+    return (
+        node.inputs[0] is z
+        and index.type.ndim == 1
+        and index.type.dtype.startswith(("int", "uint"))
+    )
+
+
+#: Gathers along the first axis (pytensor 3 has no AdvancedSubtensor1).
+_ROW_INDEX_OPS = ("AdvancedSubtensor1", "AdvancedSubtensor")
+
+
+def _one_index(node) -> bool:
+    """``v[index]`` with one index (pytensor 3 keeps the index pattern in the op)."""
+    idx_list = getattr(node.op, "idx_list", None)
+    return (
+        type(node.op).__name__ in _ROW_INDEX_OPS
+        and len(node.inputs) == 2
+        and (idx_list is None or len(idx_list) == 1)
+    )
+
+
+def _same_index(a: Variable, b: Variable) -> bool:
+    if a is b:
+        return True
+    if isinstance(a, Constant) and isinstance(b, Constant):
+        return np.array_equal(a.data, b.data)
+    return False
+
+
+def _lifted(indexed: Variable, index: Variable) -> Variable | None:
+    """``indexed`` with every ``v[index]`` in it replaced by ``v``, or None if it has none."""
+    replace = {}
+    for node in toposort([indexed]):
+        if _one_index(node) and _same_index(node.inputs[1], index):
+            replace[node.outputs[0]] = node.inputs[0]
+    if not replace:
+        return None
+    try:
+        return rebuild_graph(indexed, replace)
+    except ValueError:  # it also reads per-row terms (b * x): the index does not lift
+        return None
+
+
+def _lift_holds(model: pm.Model, effect: Variable, indexed: Variable, index: Variable) -> bool:
+    """Whether ``effect[index]`` equals ``indexed`` at random points (shapes included)."""
+    rng = np.random.default_rng(_CHECK_SEED + 1)
+    fn = pytensor.function(
+        model.value_vars,
+        model.replace_rvs_by_values([effect[index], indexed]),
+        on_unused_input="ignore",
+        mode=_MODE,
+    )
+    base = model.initial_point()
+    for _ in range(2):
+        point = {k: np.asarray(v) + rng.normal(0.0, 0.5, np.shape(v)) for k, v in base.items()}
+        lifted, original = fn(*[point[v.name] for v in model.value_vars])
+        if np.shape(lifted) != np.shape(original) or not np.allclose(lifted, original):
+            return False
+    return True
 
 
 def _standard_normal_like(model: pm.Model, z: Variable) -> bool:
@@ -294,13 +390,21 @@ def _build_twin(model: pm.Model, effects: list[_Effect]) -> CentredTwin | None:
             fgraph.replace(node.outputs[0], node.inputs[0], import_missing=True)
     removed_outputs = set()
     for effect in effects:
-        z_fg, e_fg = memo[effect.z], memo[effect.effect]
+        z_fg = memo[effect.z]
+        if effect.indexed is None:
+            e_fg = memo[effect.effect]
+        else:  # the lifted effect is not in the model: lifted again in the fgraph
+            index_fg = memo.get(effect.index, effect.index)
+            e_fg = _lifted(memo[effect.indexed], index_fg)
         loc, linear = _loc_and_linear(e_fg, z_fg, effect.kind)
         dist = _centred_dist(effect, loc, linear, memo)
         value = dist.type()
         value.name = effect.name
         twin_rv = _free_rv(dist, value, effect.name)
-        fgraph.replace(e_fg, twin_rv, import_missing=True)
+        if effect.indexed is None:
+            fgraph.replace(e_fg, twin_rv, import_missing=True)
+        else:
+            fgraph.replace(memo[effect.indexed], twin_rv[index_fg], import_missing=True)
         removed_outputs.add(z_fg)
         # loc and the linear part, as graphs of the twin, for the inverse map.
         fgraph.add_output(_named(loc, _LOC + effect.name), import_missing=True)

@@ -22,6 +22,7 @@ from pymc_minibatch_mh.bounds.jaakkola_jordan import (
     untuned_jaakkola_jordan,
 )
 from pymc_minibatch_mh.kernels import compiled_cache, compiled_split_iteration, split_kicks
+from pymc_minibatch_mh.kernels.brightening_rates import CellRates
 from pymc_minibatch_mh.kernels.firefly import (
     BrightFractionAverage,
     BrightnessStore,
@@ -1224,3 +1225,94 @@ def test_negative_control_hmc_momentum_drawn_with_the_wrong_factor_fails(logisti
     )
     z, _ = _z_scores_with_mass(logistic, RandomWalkProposal(_distorted_factor(logistic)))
     assert np.any(np.abs(z) >= Z_TOL), z.round(2)
+
+
+# ---------------------------------------------------------------- brightening rates per cell
+def _four_cells(requested=(0.5, 0.05, 0.01, 0.2)):
+    cell_of_row = (np.arange(N) % 4).astype(np.int32)
+    return CellRates.build(cell_of_row, np.array(requested))
+
+
+def test_cell_rates_are_powers_of_two_below_the_largest():
+    rates = _four_cells()
+    assert rates.largest == 0.5
+    ratio = np.log2(rates.largest / rates.cell_rates)
+    np.testing.assert_allclose(ratio, np.rint(ratio))
+    requested = np.array([0.5, 0.05, 0.01, 0.2])
+    assert np.all(np.abs(np.log2(rates.cell_rates / requested)) <= 0.5 + 1e-12)
+    with pytest.raises(ValueError, match=r"\(0, 1\]"):
+        CellRates.build(np.zeros(3, dtype=np.int32), np.array([0.0]))
+    with pytest.raises(ValueError, match="largest"):
+        FireflySettings(q_db=0.1, cell_rates=rates)
+
+
+def test_cell_rates_propose_each_row_with_its_cells_rate():
+    rates = _four_cells()
+    rng = np.random.default_rng(4)
+    reps = 4000
+    counts = np.zeros(N)
+    for _ in range(reps):
+        rows = rates.proposing(rng, geometric_positions)
+        assert np.unique(rows).size == rows.size
+        counts[rows] += 1
+    expected = reps * rates.cell_rates[rates.cell_of_row]
+    sd = np.sqrt(expected * (1 - expected / reps))
+    assert np.all(np.abs(counts - expected) < 5 * sd)
+    assert abs(rates.expected_proposals() - expected.sum() / reps) < 1e-9
+    # negative control: one rate for every row (their mean) does not describe the counts
+    flat = np.full(N, expected.mean())
+    assert np.any(np.abs(counts - flat) > 5 * np.sqrt(flat))
+
+
+class _RatesIgnoredInTheTests(CellRates):
+    """Proposes with each cell's rate but accepts as if every row had the largest one."""
+
+    def log_rates(self, rows):
+        return np.full(np.size(rows), math.log(self.largest))
+
+
+def _z_frequencies(logistic, settings, reps=6000, burn=200, seed=5):
+    target = logistic["target"]
+    bound = untuned_jaakkola_jordan(logistic["x"], 0.0, logistic["y"])
+    q = logistic["q_map"] + np.array([0.3, -0.2])
+    rng = np.random.default_rng(seed)
+    state = new_firefly_state(rng, q, target, bound, settings)
+    state.store.darken(state.store.bright_indices().copy())
+    freq = np.zeros(N)
+    for r in range(reps + burn):
+        brightness_update(rng, state, target, bound, settings)
+        if r >= burn:
+            freq += state.store.mask()
+    state.store.check_consistency()
+    log_l = target.loglik(q, np.arange(N))
+    p = -np.expm1(bound.log_bound(q, np.arange(N)) - log_l)
+    return freq / reps, p, reps
+
+
+def test_brightness_update_with_cell_rates_keeps_the_conditional_of_z(logistic):
+    rates = _four_cells()
+    settings = FireflySettings(q_db=rates.largest, cell_rates=rates)
+    freq, p, reps = _z_frequencies(logistic, settings)
+    assert np.all(np.abs(freq - p) < 6 * np.sqrt(p * (1 - p) / reps) + 2e-3)
+
+
+def test_negative_control_cell_rates_ignored_in_the_tests_bias_z(logistic):
+    base = _four_cells()
+    wrong = _RatesIgnoredInTheTests(
+        base.cell_of_row, base.cell_rates, base.level_rates, base.order, base.starts
+    )
+    settings = FireflySettings(q_db=wrong.largest, cell_rates=wrong)
+    freq, p, reps = _z_frequencies(logistic, settings)
+    assert np.any(np.abs(freq - p) >= 6 * np.sqrt(p * (1 - p) / reps) + 2e-3)
+
+
+def test_flymc_with_cell_rates_matches_grid_posterior(logistic):
+    x, y = logistic["x"], logistic["y"]
+    bound = map_tuned_jaakkola_jordan(x, 0.0, y, logistic["q_map"])
+    rates = _four_cells((0.1, 0.002, 0.03, 0.01))
+    settings = FireflySettings(q_db=rates.largest, cell_rates=rates)
+    draws, _, acc = _run(logistic, bound, settings, scaling=0.35, iters=ITERS, seed=3)
+    assert 0.1 < acc < 0.9
+    z = _z_scores(draws, _grid_moments(logistic, 1.0))
+    print("z-scores", z.round(2))
+    assert np.all(np.abs(z) < Z_TOL), z.round(2)

@@ -149,3 +149,59 @@ def test_effect_of_another_shape_or_shared_use_has_no_twin():
 def test_part_of_the_model_has_no_twin():
     model = _noncentred()
     assert centred_twin(model, ["mu", "z"]) is None
+
+
+def _indexed_inside(predictor, group_as_data=False):
+    """Non-centred intercepts written with the index inside the effect, as in
+    ``mu + sigma * z[group]``, with a per-row covariate term beside it."""
+    group, x, rng = _data(2)
+    y = rng.normal(size=N)
+    with pm.Model() as model:
+        g = pm.Data("g", group) if group_as_data else group
+        mu = pm.Normal("mu", 0.0, 2.0)
+        sigma = pm.HalfNormal("sigma", 1.0, shape=GROUPS)
+        z = pm.Normal("z", 0.0, 1.0, shape=GROUPS)
+        b = pm.Normal("b", 0.0, 1.0)
+        pm.Normal("y", predictor(mu, sigma, z, g, b, x), 1.0, observed=y)
+    return model
+
+
+@pytest.mark.parametrize(
+    ("predictor", "group_as_data"),
+    [
+        (lambda mu, sigma, z, g, b, x: mu + sigma[0] * z[g] + b * x, False),
+        (lambda mu, sigma, z, g, b, x: b * x + (mu + sigma[g] * z[g]), True),
+    ],
+)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_effect_indexed_inside_has_the_lifted_effect_as_twin(predictor, group_as_data, seed):
+    """``mu + sigma * z[g]`` is ``(mu + sigma * z)[g]``: the twin holds that effect, with
+    the change of variables' Jacobian, and maps points both ways."""
+    model = _indexed_inside(predictor, group_as_data)
+    twin = _twin(model)
+    assert twin is not None and twin.effects == ("z_centred <- z",)
+    point = _random_point(model, seed)
+    twin_point = twin.twin_point(point)
+    sigma = np.exp(point["sigma_log__"])
+    scale = np.full(GROUPS, sigma[0]) if not group_as_data else sigma
+    effect = twin_point["z_centred"]
+    np.testing.assert_allclose(effect, point["mu"] + scale * point["z"], rtol=1e-12)
+    user_logp = model.compile_logp()(point)
+    twin_logp = twin.model.compile_logp()(twin_point)
+    np.testing.assert_allclose(twin_logp, user_logp - np.sum(np.log(scale)), rtol=1e-10)
+    back = twin.user_point(twin_point)
+    for name, value in point.items():
+        np.testing.assert_allclose(back[name], value, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "predictor",
+    [
+        # each row's datum multiplies z[g] before anything else: no effect of z's shape
+        lambda mu, sigma, z, g, b, x: mu + z[g] * x * sigma[0] + b,
+        # the scale indexed by another index than z: not (sigma * z)[g]
+        lambda mu, sigma, z, g, b, x: mu + sigma[(g + 1) % GROUPS] * z[g] + b * x,
+    ],
+)
+def test_negative_control_index_that_does_not_lift_has_no_twin(predictor):
+    assert _twin(_indexed_inside(predictor)) is None

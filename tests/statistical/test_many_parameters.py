@@ -38,13 +38,10 @@ from .user_models import (
     step_pairs,
 )
 
-#: The exact steps sample a non-centred effect ``sigma * z[g]`` in its centred coordinates
-#: (the twin of :mod:`pymc_minibatch_mh.likelihood.centring`) where the twin has a Laplace
-#: fit. On the crossed model it has none, at the twin's mode or at the image of the user's:
-#: they refuse there, naming an alternative.
-EXPECTED_REFUSALS: dict[tuple[str, str], str | None] = {
-    ("crossed_noncentred", step): "not affine" for step in ("TunaMH", "FlyMC")
-}
+#: Models an exact step refuses, with the words its refusal must hold: none since the exact
+#: steps sample non-centred effects written with the index inside (``sigma * z[g]``, the
+#: crossed model) in their centred coordinates.
+EXPECTED_REFUSALS: dict[tuple[str, str], str | None] = {}
 SAMPLE = {
     "draws": 2000,
     "tune": 1000,
@@ -69,14 +66,9 @@ DRAWS_BY_STEP = {"FlyMC": 6000, "Austere": 4000}
 #: users' scale sigma_a mixes slowly for the exact TunaMH (Monte Carlo s.e. 0.062 sd at
 #: 2 x 2000 draws; passes at 2 x 4000, 14 % of N per draw) and for Austere (0.053 sd at
 #: 2 x 4000; passes at 2 x 8000, 45 % of N per draw).
-#: FlyMC on the Poisson multilevel models reads 5-7 % of N per draw with small groups'
-#: intercepts and slopes mixing slowly (Monte Carlo s.e. up to 0.054 sd of a[9] at 2 x
-#: 6000 on 100 groups, 0.070 sd on the non-centred slopes; PyMC 5).
 DRAWS_BY_CASE = {
     ("bernoulli_users", "TunaMH"): 4000,
     ("bernoulli_users", "Austere"): 8000,
-    ("poisson_groups", "FlyMC"): 10000,
-    ("poisson_slopes_noncentred", "FlyMC"): 12000,
 }
 #: Known failures, with the measurement behind each (strict xfail: a fix makes the test
 #: fail until the entry is removed).

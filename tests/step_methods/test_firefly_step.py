@@ -21,7 +21,7 @@ from pymc_minibatch_mh.diagnostics.groups import group
 from pymc_minibatch_mh.kernels.adaptation import ScaleAdaptation
 from pymc_minibatch_mh.kernels.firefly import FireflyState
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
-from pymc_minibatch_mh.step_methods.firefly import FlyMC
+from pymc_minibatch_mh.step_methods.firefly import CELL_RATE_SPEND, FlyMC
 
 N = N_DATA
 STATS = {"accepted", "accept", "batch_size", "n_lik_evals", "scaling", "n_bright"}
@@ -648,3 +648,43 @@ def test_many_groups_move_through_sparse_matrices(rng):
         idata = pm.sample(step=step, draws=60, tune=60, chains=1, random_seed=3, **QUIET)
     assert np.all(np.isfinite(idata.posterior["a"].values))
     assert float(idata.sample_stats["accept"].mean()) > 0.3
+
+
+def _poisson_groups_model(n_groups=24, seed=6):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(3, 300, n_groups)
+    g = np.repeat(np.arange(n_groups), sizes)
+    x = rng.normal(size=g.size)
+    y = rng.poisson(np.exp(0.2 + rng.normal(0, 0.7, n_groups)[g] + 0.3 * x))
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 2)
+        sigma = pm.HalfNormal("sigma", 1)
+        a = pm.Normal("a", mu, sigma, shape=n_groups)
+        b = pm.Normal("b", 0, 1)
+        pm.Poisson("y", pm.math.exp(a[g] + b * x), observed=y)
+    return model, sizes
+
+
+def test_hmc_on_groups_tunes_one_brightening_rate_per_group():
+    """Each group's rows get their own rate (rounded to powers of two, each at most the spend
+    rule's and at least the bright fraction's); a given ``q_db`` keeps one rate for all."""
+    model, sizes = _poisson_groups_model()
+    with model:
+        step = FlyMC(progressbar=False)
+        assert step.theta_update == "hmc" and step.cell_rates is None and step.q_db == 0.01
+        pm.sample(step=step, draws=50, tune=200, chains=1, random_seed=5, **QUIET)
+    rates = step.cell_rates
+    assert rates is not None and rates.cell_rates.size == sizes.size
+    assert step.q_db == rates.largest == step.settings.q_db
+    assert step.settings.cell_rates is rates
+    evidence = step._cell_evidence
+    floor = max(1.0 / sizes.sum(), evidence.bright.sum() / sizes.sum())
+    spend = np.maximum(CELL_RATE_SPEND * evidence.bright / sizes, floor)
+    assert np.all(rates.cell_rates <= np.sqrt(2.0) * np.minimum(spend, 1.0) * (1 + 1e-9))
+    assert np.all(rates.cell_rates >= floor / np.sqrt(2.0) * (1 - 1e-9))
+    step.reset_tuning()
+    assert step.cell_rates is None and step.q_db == 0.01
+    with model:
+        fixed = FlyMC(q_db=0.02, progressbar=False)
+        pm.sample(step=fixed, draws=20, tune=50, chains=1, random_seed=5, **QUIET)
+    assert fixed.cell_rates is None and fixed.q_db == 0.02

@@ -1,0 +1,165 @@
+"""Per-cell probabilities that a dark FlyMC row proposes to turn bright.
+
+FlyMC's implicit update of ``z_n`` (:func:`pymc_minibatch_mh.kernels.firefly.brightness_update`)
+stays a valid Metropolis–Hastings move for ``z_n`` given ``q`` with any proposal
+probability ``r_n`` in ``(0, 1]`` that depends on neither ``q`` nor ``z``: a dark row
+proposes with probability ``r_n`` and is accepted with ``min(1, Ltilde_n / r_n)``, a bright
+row is accepted dark with ``min(1, r_n / Ltilde_n)``; both directions then carry
+``B_n min(r_n, Ltilde_n)`` of probability flow, which is detailed balance for
+``p(z_n = 1 | q) / p(z_n = 0 | q) = Ltilde_n``. The paper uses one ``r_n = q_db``.
+
+One rate costs ``q_db N`` reads per iteration, however few rows are bright. In a
+multilevel model the rows of a small group have loose bounds (its effect is poorly
+determined, so its trust region is wide) and need a fast refresh, the rows of a large
+group have tight ones and almost never turn bright: a rate per *cell* (rows touching the
+same coordinates) near the cell's typical ``Ltilde`` spends the reads where rows do turn
+bright. The rates are rounded to powers of two below the largest (at most
+:data:`MAX_LEVELS` levels), and the rows are kept sorted by level, so that one iteration
+finds the proposing rows with geometric skips over each level's rows (dark and bright
+alike; the bright ones are dropped, as they move by the other direction), at a cost
+``O(sum_c r_c N_c)``, never ``O(N)``.
+
+References
+----------
+.. [1] Maclaurin, D., Adams, R. P. "Firefly Monte Carlo: Exact MCMC with Subsets
+   of Data", UAI 2014, Section 3.3 (the implicit update with one ``q_{d->b}``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Rates are rounded to ``r_max 2^-k`` for k below this; smaller rates join the last level.
+MAX_LEVELS = 24
+
+
+@dataclass(frozen=True, eq=False)
+class CellRates:
+    """Brightening rates per cell, rounded to levels, with the rows sorted by level.
+
+    Attributes
+    ----------
+    cell_of_row : ndarray of int32, shape (N,)
+    cell_rates : ndarray, shape (n_cells,)
+        The rate every row of the cell proposes with (already rounded to its level).
+    level_rates : ndarray, shape (n_levels,)
+        The distinct rates, largest first.
+    order : ndarray of int, shape (N,)
+        The rows sorted by level; level ``k`` holds ``order[starts[k]:starts[k + 1]]``.
+    starts : ndarray of int64, shape (n_levels + 1,)
+    """
+
+    cell_of_row: np.ndarray
+    cell_rates: np.ndarray
+    level_rates: np.ndarray
+    order: np.ndarray
+    starts: np.ndarray
+
+    def __deepcopy__(self, memo) -> CellRates:
+        return self  # immutable; PyMC deep-copies step methods per chain
+
+    @classmethod
+    def build(cls, cell_of_row: np.ndarray, rates: np.ndarray) -> CellRates:
+        """Rates ``rates[c]`` in ``(0, 1]`` per cell, rounded to the nearest power of two
+        below the largest (in log scale)."""
+        rates = np.asarray(rates, dtype=np.float64)
+        if rates.ndim != 1 or not np.all((rates > 0) & (rates <= 1)):
+            raise ValueError("cell rates must be a vector of values in (0, 1].")
+        top = float(rates.max())
+        level_of_cell = np.clip(np.rint(np.log2(top / rates)), 0, MAX_LEVELS - 1).astype(np.int64)
+        used = np.unique(level_of_cell)
+        level_of_cell = np.searchsorted(used, level_of_cell)
+        level_rates = top * np.exp2(-used.astype(np.float64))
+        cell_rates = level_rates[level_of_cell]
+        level_of_row = level_of_cell[cell_of_row]
+        dtype = np.int32 if cell_of_row.size < 2**31 - 1 else np.int64
+        order = np.argsort(level_of_row, kind="stable").astype(dtype)
+        starts = np.searchsorted(level_of_row[order], np.arange(used.size + 1)).astype(np.int64)
+        for array in (cell_rates, level_rates, order, starts):
+            array.setflags(write=False)
+        return cls(cell_of_row, cell_rates, level_rates, order, starts)
+
+    @property
+    def largest(self) -> float:
+        return float(self.level_rates[0])
+
+    def log_rates(self, rows: np.ndarray) -> np.ndarray:
+        """``log r_n`` of the rows."""
+        return np.log(self.cell_rates[self.cell_of_row[rows]])
+
+    def proposing(self, rng: np.random.Generator, geometric_positions) -> np.ndarray:
+        """Every row with probability its rate, independently (dark and bright alike),
+        found by ``geometric_positions(rng, rate, length)`` over each level's rows."""
+        found = []
+        for k, rate in enumerate(self.level_rates):
+            lo, hi = int(self.starts[k]), int(self.starts[k + 1])
+            positions = geometric_positions(rng, float(rate), hi - lo)
+            if positions.size:
+                found.append(self.order[lo + positions])
+        if not found:
+            return np.empty(0, dtype=np.int64)
+        return np.concatenate(found).astype(np.int64, copy=False)
+
+    def expected_proposals(self) -> float:
+        """Rows proposed per iteration on average (bright ones included)."""
+        sizes = np.diff(self.starts)
+        return float(np.dot(sizes, self.level_rates))
+
+
+def cell_index(patterns: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """``(cell_of_row, n_cells)`` of rows with the same touched coordinates (``patterns``,
+    one row per datum, as from
+    :func:`~pymc_minibatch_mh.bounds.row_cells.likelihood_row_supports`), or None when
+    every row touches the same ones."""
+    unique, inverse = np.unique(patterns, axis=0, return_inverse=True)
+    if unique.shape[0] < 2:
+        return None
+    return inverse.reshape(-1).astype(np.int32), int(unique.shape[0])
+
+
+@dataclass(frozen=True)
+class CellRateEvidence:
+    """Running means, per cell, of what the rates follow while tuning.
+
+    For every cell: the number of its bright rows and the sum of their ``min(1,
+    Ltilde_n)``, each an exponentially weighted mean over tuning draws with the weights of
+    :class:`~pymc_minibatch_mh.kernels.firefly.BrightFractionAverage`. With ``N_c`` rows,
+    ``bright_c / N_c`` estimates the cell's mean ``Ltilde / (1 + Ltilde)`` (the paper's
+    "fraction of bright points", per cell) and ``lt_sum_c / bright_c`` the ``Ltilde`` of
+    a typical bright row of the cell.
+    """
+
+    bright: np.ndarray
+    lt_sum: np.ndarray
+    n_updates: int = 0
+
+    @classmethod
+    def empty(cls, n_cells: int) -> CellRateEvidence:
+        return cls(np.zeros(n_cells), np.zeros(n_cells))
+
+    def update(
+        self, cells_of_bright: np.ndarray, lt_bright: np.ndarray, min_weight: float = 0.02
+    ) -> CellRateEvidence:
+        n_cells = self.bright.size
+        weight = max(1.0 / (self.n_updates + 1.0), min_weight)
+        counts = np.bincount(cells_of_bright, minlength=n_cells)
+        sums = np.bincount(cells_of_bright, weights=np.minimum(lt_bright, 1.0), minlength=n_cells)
+        return CellRateEvidence(
+            (1.0 - weight) * self.bright + weight * counts,
+            (1.0 - weight) * self.lt_sum + weight * sums,
+            self.n_updates + 1,
+        )
+
+    def rates(self, cell_sizes: np.ndarray, floor: float, spend: float) -> np.ndarray:
+        """Per-cell rates: a typical bright row's ``Ltilde`` (so that it turns dark at the
+        next iteration), spending at most ``spend`` times the cell's bright rows in
+        proposals per iteration; ``floor`` for cells without bright rows."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            typical = np.where(self.bright > 0, self.lt_sum / self.bright, 0.0)
+        affordable = spend * self.bright / cell_sizes
+        return np.clip(np.minimum(typical, affordable), floor, 1.0)
+
+
+__all__ = ["MAX_LEVELS", "CellRateEvidence", "CellRates", "cell_index"]
