@@ -17,7 +17,7 @@ bright. The rates are rounded to powers of two below the largest (at most
 :data:`MAX_LEVELS` levels), and the rows are kept sorted by level, so that one iteration
 finds the proposing rows with geometric skips over each level's rows (dark and bright
 alike; the bright ones are dropped, as they move by the other direction), at a cost
-``O(sum_c r_c N_c)``, never ``O(N)``.
+``O(sum_c r_c N_c)``, never ``O(N)``; new rates while tuning cost ``O(n_cells)``.
 
 References
 ----------
@@ -36,50 +36,91 @@ MAX_LEVELS = 24
 
 
 @dataclass(frozen=True, eq=False)
+class RowsByCell:
+    """The rows grouped by cell, built once: ``order[starts[c]:starts[c + 1]]`` are the
+    rows of cell ``c``, ``cell_of_row[n]`` the cell of row ``n``."""
+
+    cell_of_row: np.ndarray
+    order: np.ndarray
+    starts: np.ndarray
+
+    def __deepcopy__(self, memo) -> RowsByCell:
+        return self  # immutable; PyMC deep-copies step methods per chain
+
+    @classmethod
+    def build(cls, cell_of_row: np.ndarray, n_cells: int) -> RowsByCell:
+        cell_of_row = np.asarray(cell_of_row, dtype=np.int32)
+        dtype = np.int32 if cell_of_row.size < 2**31 - 1 else np.int64
+        order = np.argsort(cell_of_row, kind="stable").astype(dtype)
+        starts = np.zeros(n_cells + 1, dtype=np.int64)
+        np.cumsum(np.bincount(cell_of_row, minlength=n_cells), out=starts[1:])
+        for array in (cell_of_row, order, starts):
+            array.setflags(write=False)
+        return cls(cell_of_row, order, starts)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.starts)
+
+
+@dataclass(frozen=True, eq=False)
 class CellRates:
-    """Brightening rates per cell, rounded to levels, with the rows sorted by level.
+    """Brightening rates per cell, rounded to levels.
+
+    A level's rows are its cells' rows, read through :class:`RowsByCell` (built once), so
+    that a new set of rates costs ``O(n_cells log n_cells)``, no work per row.
 
     Attributes
     ----------
-    cell_of_row : ndarray of int32, shape (N,)
+    rows : RowsByCell
     cell_rates : ndarray, shape (n_cells,)
         The rate every row of the cell proposes with (already rounded to its level).
     level_rates : ndarray, shape (n_levels,)
         The distinct rates, largest first.
-    order : ndarray of int, shape (N,)
-        The rows sorted by level; level ``k`` holds ``order[starts[k]:starts[k + 1]]``.
-    starts : ndarray of int64, shape (n_levels + 1,)
+    level_cells : ndarray of int64, shape (n_cells,)
+        The cells sorted by level; level ``k`` holds
+        ``level_cells[cell_starts[k]:cell_starts[k + 1]]``.
+    cell_starts : ndarray of int64, shape (n_levels + 1,)
+    row_offsets : ndarray of int64, shape (n_cells + n_levels,)
+        Per level, the cumulative row counts of its cells (starting at 0): level ``k``'s
+        are ``row_offsets[cell_starts[k] + k : cell_starts[k + 1] + k + 1]``.
     """
 
-    cell_of_row: np.ndarray
+    rows: RowsByCell
     cell_rates: np.ndarray
     level_rates: np.ndarray
-    order: np.ndarray
-    starts: np.ndarray
+    level_cells: np.ndarray
+    cell_starts: np.ndarray
+    row_offsets: np.ndarray
 
     def __deepcopy__(self, memo) -> CellRates:
         return self  # immutable; PyMC deep-copies step methods per chain
 
     @classmethod
-    def build(cls, cell_of_row: np.ndarray, rates: np.ndarray) -> CellRates:
+    def build(cls, rows: RowsByCell, rates: np.ndarray) -> CellRates:
         """Rates ``rates[c]`` in ``(0, 1]`` per cell, rounded to the nearest power of two
         below the largest (in log scale)."""
         rates = np.asarray(rates, dtype=np.float64)
-        if rates.ndim != 1 or not np.all((rates > 0) & (rates <= 1)):
-            raise ValueError("cell rates must be a vector of values in (0, 1].")
+        if rates.shape != (rows.starts.size - 1,) or not np.all((rates > 0) & (rates <= 1)):
+            raise ValueError("cell rates must be a vector of values in (0, 1], one per cell.")
         top = float(rates.max())
         level_of_cell = np.clip(np.rint(np.log2(top / rates)), 0, MAX_LEVELS - 1).astype(np.int64)
         used = np.unique(level_of_cell)
         level_of_cell = np.searchsorted(used, level_of_cell)
         level_rates = top * np.exp2(-used.astype(np.float64))
         cell_rates = level_rates[level_of_cell]
-        level_of_row = level_of_cell[cell_of_row]
-        dtype = np.int32 if cell_of_row.size < 2**31 - 1 else np.int64
-        order = np.argsort(level_of_row, kind="stable").astype(dtype)
-        starts = np.searchsorted(level_of_row[order], np.arange(used.size + 1)).astype(np.int64)
-        for array in (cell_rates, level_rates, order, starts):
+        level_cells = np.argsort(level_of_cell, kind="stable")
+        cell_starts = np.zeros(used.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(level_of_cell, minlength=used.size), out=cell_starts[1:])
+        sizes = rows.sizes[level_cells]
+        offsets = []
+        for k in range(used.size):
+            part = sizes[cell_starts[k] : cell_starts[k + 1]]
+            offsets.append(np.concatenate([[0], np.cumsum(part)]))
+        row_offsets = np.concatenate(offsets).astype(np.int64)
+        for array in (cell_rates, level_rates, level_cells, cell_starts, row_offsets):
             array.setflags(write=False)
-        return cls(cell_of_row, cell_rates, level_rates, order, starts)
+        return cls(rows, cell_rates, level_rates, level_cells, cell_starts, row_offsets)
 
     @property
     def largest(self) -> float:
@@ -87,36 +128,38 @@ class CellRates:
 
     def log_rates(self, rows: np.ndarray) -> np.ndarray:
         """``log r_n`` of the rows."""
-        return np.log(self.cell_rates[self.cell_of_row[rows]])
+        return np.log(self.cell_rates[self.rows.cell_of_row[rows]])
 
     def proposing(self, rng: np.random.Generator, geometric_positions) -> np.ndarray:
         """Every row with probability its rate, independently (dark and bright alike),
         found by ``geometric_positions(rng, rate, length)`` over each level's rows."""
         found = []
         for k, rate in enumerate(self.level_rates):
-            lo, hi = int(self.starts[k]), int(self.starts[k + 1])
-            positions = geometric_positions(rng, float(rate), hi - lo)
-            if positions.size:
-                found.append(self.order[lo + positions])
+            lo, hi = int(self.cell_starts[k]), int(self.cell_starts[k + 1])
+            offsets = self.row_offsets[lo + k : hi + k + 1]
+            positions = geometric_positions(rng, float(rate), int(offsets[-1]))
+            if not positions.size:
+                continue
+            within = np.searchsorted(offsets, positions, side="right") - 1
+            cells = self.level_cells[lo + within]
+            found.append(self.rows.order[self.rows.starts[cells] + positions - offsets[within]])
         if not found:
             return np.empty(0, dtype=np.int64)
         return np.concatenate(found).astype(np.int64, copy=False)
 
     def expected_proposals(self) -> float:
         """Rows proposed per iteration on average (bright ones included)."""
-        sizes = np.diff(self.starts)
-        return float(np.dot(sizes, self.level_rates))
+        return float(np.dot(self.rows.sizes, self.cell_rates))
 
 
-def cell_index(patterns: np.ndarray) -> tuple[np.ndarray, int] | None:
-    """``(cell_of_row, n_cells)`` of rows with the same touched coordinates (``patterns``,
-    one row per datum, as from
-    :func:`~pymc_minibatch_mh.bounds.row_cells.likelihood_row_supports`), or None when
-    every row touches the same ones."""
+def cell_index(patterns: np.ndarray) -> RowsByCell | None:
+    """The rows grouped by the coordinates they touch (``patterns``, one row per datum, as
+    from :func:`~pymc_minibatch_mh.bounds.row_cells.likelihood_row_supports`), or None
+    when every row touches the same ones."""
     unique, inverse = np.unique(patterns, axis=0, return_inverse=True)
     if unique.shape[0] < 2:
         return None
-    return inverse.reshape(-1).astype(np.int32), int(unique.shape[0])
+    return RowsByCell.build(inverse.reshape(-1), int(unique.shape[0]))
 
 
 @dataclass(frozen=True)
@@ -162,4 +205,4 @@ class CellRateEvidence:
         return np.clip(np.minimum(typical, affordable), floor, 1.0)
 
 
-__all__ = ["MAX_LEVELS", "CellRateEvidence", "CellRates", "cell_index"]
+__all__ = ["MAX_LEVELS", "CellRateEvidence", "CellRates", "RowsByCell", "cell_index"]

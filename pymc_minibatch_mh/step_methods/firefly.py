@@ -45,7 +45,12 @@ from pymc_minibatch_mh.bounds.sum_bound import SumBound
 from pymc_minibatch_mh.bounds.taylor_remainder import ORDINAL
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius, grown_shape
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation
-from pymc_minibatch_mh.kernels.brightening_rates import CellRateEvidence, CellRates, cell_index
+from pymc_minibatch_mh.kernels.brightening_rates import (
+    CellRateEvidence,
+    CellRates,
+    RowsByCell,
+    cell_index,
+)
 from pymc_minibatch_mh.kernels.firefly import (
     THETA_UPDATES,
     BrightFractionAverage,
@@ -963,29 +968,26 @@ initial_point, compile_kwargs, blocked
         cap = MAX_TUNED_Q_DB[request]
         self.q_db = float(min(cap, max(self.bright_fraction.mean, self.q_db_floor)))
 
-    def _brightening_cells(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """``(cell_of_row, cell sizes)`` of a multilevel likelihood's rows (rows touching the
-        same coordinates), whose brightening rates gradient moves tune cell by cell; None
-        for other likelihoods and moves."""
+    def _brightening_cells(self) -> RowsByCell | None:
+        """The rows of a multilevel likelihood grouped by the coordinates they touch, whose
+        brightening rates gradient moves tune cell by cell; None for other likelihoods
+        and moves."""
         if self.theta_update not in GRADIENT_UPDATES or getattr(self.bound, "exact", False):
             return None
         supports = None if self._lp is None else likelihood_row_supports(self._lp)
         if supports is None:
             return None
-        found = cell_index(supports[0])
-        if found is None:
+        cells = cell_index(supports[0])
+        if cells is None or cells.sizes.size > MAX_RATE_CELLS:
             return None
-        cell_of_row, n_cells = found
-        if n_cells > MAX_RATE_CELLS:
-            return None
-        return cell_of_row, np.bincount(cell_of_row, minlength=n_cells)
+        return cells
 
     def _adapt_cell_rates(self) -> None:
         """Per-cell brightening rates (:mod:`~pymc_minibatch_mh.kernels.brightening_rates`):
         a typical bright row's ``Ltilde`` in its cell, at most
         :data:`CELL_RATE_SPEND` times the cell's mean number of bright rows per row, and at
         least the bright fraction of all rows."""
-        cell_of_row, sizes = self._cells
+        cell_of_row, sizes = self._cells.cell_of_row, self._cells.sizes
         fly = self.firefly
         bright = np.asarray(fly.store.bright_indices(), dtype=np.int64)
         evidence = self._cell_evidence or CellRateEvidence.empty(sizes.size)
@@ -994,7 +996,7 @@ initial_point, compile_kwargs, blocked
         self._cell_evidence = evidence.update(cell_of_row[bright], lt)
         floor = max(self.q_db_floor, float(np.sum(self._cell_evidence.bright)) / sizes.sum())
         rates = self._cell_evidence.rates(sizes, floor, CELL_RATE_SPEND)
-        self.cell_rates = CellRates.build(cell_of_row, rates)
+        self.cell_rates = CellRates.build(self._cells, rates)
         self.q_db = self.cell_rates.largest
 
     def _q_db_evidence(self) -> tuple[float, int]:

@@ -22,7 +22,7 @@ from pymc_minibatch_mh.bounds.jaakkola_jordan import (
     untuned_jaakkola_jordan,
 )
 from pymc_minibatch_mh.kernels import compiled_cache, compiled_split_iteration, split_kicks
-from pymc_minibatch_mh.kernels.brightening_rates import CellRates
+from pymc_minibatch_mh.kernels.brightening_rates import CellRates, RowsByCell
 from pymc_minibatch_mh.kernels.firefly import (
     BrightFractionAverage,
     BrightnessStore,
@@ -1229,8 +1229,8 @@ def test_negative_control_hmc_momentum_drawn_with_the_wrong_factor_fails(logisti
 
 # ---------------------------------------------------------------- brightening rates per cell
 def _four_cells(requested=(0.5, 0.05, 0.01, 0.2)):
-    cell_of_row = (np.arange(N) % 4).astype(np.int32)
-    return CellRates.build(cell_of_row, np.array(requested))
+    cell_of_row = np.random.default_rng(3).integers(0, len(requested), N)
+    return CellRates.build(RowsByCell.build(cell_of_row, len(requested)), np.array(requested))
 
 
 def test_cell_rates_are_powers_of_two_below_the_largest():
@@ -1241,7 +1241,7 @@ def test_cell_rates_are_powers_of_two_below_the_largest():
     requested = np.array([0.5, 0.05, 0.01, 0.2])
     assert np.all(np.abs(np.log2(rates.cell_rates / requested)) <= 0.5 + 1e-12)
     with pytest.raises(ValueError, match=r"\(0, 1\]"):
-        CellRates.build(np.zeros(3, dtype=np.int32), np.array([0.0]))
+        CellRates.build(RowsByCell.build(np.zeros(3, dtype=np.int32), 1), np.array([0.0]))
     with pytest.raises(ValueError, match="largest"):
         FireflySettings(q_db=0.1, cell_rates=rates)
 
@@ -1255,7 +1255,7 @@ def test_cell_rates_propose_each_row_with_its_cells_rate():
         rows = rates.proposing(rng, geometric_positions)
         assert np.unique(rows).size == rows.size
         counts[rows] += 1
-    expected = reps * rates.cell_rates[rates.cell_of_row]
+    expected = reps * rates.cell_rates[rates.rows.cell_of_row]
     sd = np.sqrt(expected * (1 - expected / reps))
     assert np.all(np.abs(counts - expected) < 5 * sd)
     assert abs(rates.expected_proposals() - expected.sum() / reps) < 1e-9
@@ -1299,7 +1299,12 @@ def test_brightness_update_with_cell_rates_keeps_the_conditional_of_z(logistic):
 def test_negative_control_cell_rates_ignored_in_the_tests_bias_z(logistic):
     base = _four_cells()
     wrong = _RatesIgnoredInTheTests(
-        base.cell_of_row, base.cell_rates, base.level_rates, base.order, base.starts
+        base.rows,
+        base.cell_rates,
+        base.level_rates,
+        base.level_cells,
+        base.cell_starts,
+        base.row_offsets,
     )
     settings = FireflySettings(q_db=wrong.largest, cell_rates=wrong)
     freq, p, reps = _z_frequencies(logistic, settings)
