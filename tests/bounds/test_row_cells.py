@@ -67,7 +67,10 @@ def _pairs(step, rng, count=40):
 def test_the_step_groups_rows_into_cells(step):
     cells = step.bound.cells
     assert cells is not None and cells.n_cells == G
-    assert cells.width == 3  # mu, b and the row's own group intercept
+    # ``mu + a[group]`` with ``a ~ Normal(0, 1)`` is sampled as its centred twin
+    # ``a' = mu + a``: a row touches b and its own group's a'
+    assert step.centred_effects == ("a_centred <- a",)
+    assert cells.width == 2
     assert isinstance(step.index_table, CellTable)
     if step._lp.family == "poisson_log":
         assert isinstance(step.bound.region, CellRegion)

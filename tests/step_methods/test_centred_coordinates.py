@@ -24,8 +24,7 @@ GROUPS, LOC, SCALE = 8, 0.2, 0.8
 Z_TOL, SD_TOL = 4.0, 0.10
 
 
-@pytest.fixture(scope="module")
-def grouped_bernoulli():
+def _grouped_bernoulli(index_inside: bool):
     rng = np.random.default_rng(53)
     sizes = rng.integers(6, 300, size=GROUPS)
     group = np.repeat(np.arange(GROUPS), sizes)
@@ -33,10 +32,23 @@ def grouped_bernoulli():
     y = (rng.random(group.size) < special.expit(theta[group])).astype(np.int8)
     with pm.Model() as model:
         z = pm.Normal("z", 0.0, 1.0, shape=GROUPS)
-        effect = pm.Deterministic("theta", LOC + SCALE * z)
-        pm.Bernoulli("y", logit_p=effect[group], observed=y)
+        if index_inside:  # the effect written per row: LOC + SCALE * z[group]
+            pm.Bernoulli("y", logit_p=LOC + SCALE * z[group], observed=y)
+        else:
+            effect = pm.Deterministic("theta", LOC + SCALE * z)
+            pm.Bernoulli("y", logit_p=effect[group], observed=y)
     ones = np.bincount(group, weights=y, minlength=GROUPS)
     return model, _grid_moments(ones, sizes)
+
+
+@pytest.fixture(scope="module")
+def grouped_bernoulli():
+    return _grouped_bernoulli(index_inside=False)
+
+
+@pytest.fixture(scope="module")
+def indexed_inside_bernoulli():
+    return _grouped_bernoulli(index_inside=True)
 
 
 def _grid_moments(ones: np.ndarray, sizes: np.ndarray):
@@ -75,8 +87,22 @@ def test_exact_steps_are_exact_on_a_non_centred_model(grouped_bernoulli, step_cl
     assert not problems, problems
 
 
-def test_negative_control_tempered_posterior_fails(grouped_bernoulli):
-    model, (mean, sd) = grouped_bernoulli
+@pytest.mark.parametrize("step_class", [TunaMH, FlyMC])
+def test_exact_steps_are_exact_with_the_index_inside_the_effect(
+    indexed_inside_bernoulli, step_class
+):
+    """``LOC + SCALE * z[group]`` is the same effect, written per row."""
+    model, (mean, sd) = indexed_inside_bernoulli
+    with model:
+        step = step_class()
+    assert step.centred_effects == ("z_centred <- z",)
+    problems = _problems(_sample(model, step), mean, sd)
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("form", ["grouped_bernoulli", "indexed_inside_bernoulli"])
+def test_negative_control_tempered_posterior_fails(form, request):
+    model, (mean, sd) = request.getfixturevalue(form)
     with model:
         step = TunaMH(temperature=2.0)
     assert _problems(_sample(model, step), mean, sd)
