@@ -125,14 +125,6 @@ CELL_RATE_SPEND = 2.0
 MAX_RATE_CELLS = 100_000
 #: q_db of the FlyMC paper's logistic-regression experiment (also used before tuning).
 PAPER_Q_DB = {"untuned": 0.1, "map": 0.01}
-#: Largest q_db chosen by tuning: the paper's value for the bound (0.1 untuned, 0.01
-#: MAP-tuned or custom). With gradient moves q_db tracks the bright rows' mean
-#: ``Ltilde_n``, which reached the old common cap 0.1 on a Poisson-log model of 100 groups
-#: (N = 5·10^4): 50 % of N read per draw for a smallest ESS near 300 of 4000 draws, where
-#: 0.01 read 5 % for about 130, 2.3 times more ESS per row read (PyMC 5, 2 x 2000 draws;
-#: on the Bernoulli, negative binomial and LKJ multilevel models tuning ends at
-#: 0.0016-0.0097, below either cap).
-MAX_TUNED_Q_DB = PAPER_Q_DB
 _BOUND_METHODS = ("log_bound", "log_bound_sum")
 _GRADIENT_METHODS = ("log_bound_sum_grad", "log_bound_weighted_grad")
 
@@ -964,8 +956,13 @@ initial_point, compile_kwargs, blocked
             return
         average = self.bright_fraction or BrightFractionAverage(self.q_db)
         self.bright_fraction = average.update(*self._q_db_evidence())
-        request = self._bound_request if isinstance(self._bound_request, str) else "map"
-        cap = MAX_TUNED_Q_DB[request]
+        # Capped at its start, the paper's value for the bound (0.1 untuned, 0.01 MAP-tuned
+        # or custom). With gradient moves one q_db tracks the bright rows' mean Ltilde_n,
+        # which reached the old common cap 0.1 on a Poisson-log model of 100 groups
+        # (N = 5·10^4): 50 % of N read per draw for a smallest ESS near 300 of 4000 draws,
+        # where 0.01 read 5 % for about 130 (PyMC 5, 2 x 2000 draws). Such models now
+        # tune a rate per group of rows (_adapt_cell_rates).
+        cap = self._untuned_q_db
         self.q_db = float(min(cap, max(self.bright_fraction.mean, self.q_db_floor)))
 
     def _brightening_cells(self) -> RowsByCell | None:
