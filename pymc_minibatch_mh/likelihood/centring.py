@@ -54,6 +54,7 @@ from pymc_minibatch_mh.likelihood.graph_tools import (
     clients_of,
     data_leaves,
     data_value,
+    integer_vector_gather,
     rebuild_graph,
     toposort,
 )
@@ -173,7 +174,7 @@ def _indexed_effect(model: pm.Model, z: Variable, clients: dict, taken: set) -> 
     ``E = mu + sigma * z`` (every ``v[group]`` on the chain read as ``v``), when ``E`` is
     affine in ``z`` with ``z``'s shape and ``E[group]`` equals the model's expression."""
     readers = [n for n in clients.get(z, []) if not _views_only(n, set(model.deterministics))]
-    if len(readers) != 1 or not _is_row_index(readers[0], z):
+    if len(readers) != 1 or not integer_vector_gather(readers[0]) or readers[0].inputs[0] is not z:
         return None
     node = readers[0]
     index = node.inputs[1]
@@ -191,32 +192,6 @@ def _indexed_effect(model: pm.Model, z: Variable, clients: dict, taken: set) -> 
     return None
 
 
-def _is_row_index(node, z: Variable) -> bool:
-    """``z[index]`` along the first axis by an integer vector."""
-    if not _one_index(node):
-        return False
-    index = node.inputs[1]
-    return (
-        node.inputs[0] is z
-        and index.type.ndim == 1
-        and index.type.dtype.startswith(("int", "uint"))
-    )
-
-
-#: Gathers along the first axis (pytensor 3 has no AdvancedSubtensor1).
-_ROW_INDEX_OPS = ("AdvancedSubtensor1", "AdvancedSubtensor")
-
-
-def _one_index(node) -> bool:
-    """``v[index]`` with one index (pytensor 3 keeps the index pattern in the op)."""
-    idx_list = getattr(node.op, "idx_list", None)
-    return (
-        type(node.op).__name__ in _ROW_INDEX_OPS
-        and len(node.inputs) == 2
-        and (idx_list is None or len(idx_list) == 1)
-    )
-
-
 def _same_index(a: Variable, b: Variable) -> bool:
     if a is b:
         return True
@@ -229,7 +204,7 @@ def _lifted(indexed: Variable, index: Variable) -> Variable | None:
     """``indexed`` with every ``v[index]`` in it replaced by ``v``, or None if it has none."""
     replace = {}
     for node in toposort([indexed]):
-        if _one_index(node) and _same_index(node.inputs[1], index):
+        if integer_vector_gather(node) and _same_index(node.inputs[1], index):
             replace[node.outputs[0]] = node.inputs[0]
     if not replace:
         return None

@@ -31,6 +31,7 @@ __all__ = [
     "data_leaves",
     "data_value",
     "graph_inputs",
+    "integer_vector_gather",
     "rebuild_graph",
     "tensor_data_inputs",
 ]
@@ -191,3 +192,16 @@ def unit_incomplete_beta_as_power(outputs: list[Variable]) -> list[Variable]:
     if not replace:
         return list(outputs)
     return clone_replace(list(outputs), replace=replace)
+
+
+def integer_vector_gather(node) -> bool:
+    """Whether ``node`` is ``v[index]`` along the first axis by one integer vector
+    (``AdvancedSubtensor1``, or ``AdvancedSubtensor`` with one index: pytensor 3 has only
+    the latter and keeps the index pattern in the op)."""
+    if type(node.op).__name__ not in ("AdvancedSubtensor1", "AdvancedSubtensor"):
+        return False
+    idx_list = getattr(node.op, "idx_list", None)
+    if len(node.inputs) != 2 or (idx_list is not None and len(idx_list) != 1):
+        return False
+    index = node.inputs[1]
+    return index.ndim == 1 and index.dtype.startswith(("int", "uint"))

@@ -29,6 +29,7 @@ from pymc_minibatch_mh.likelihood.compiling import compile_function, jacobian
 from pymc_minibatch_mh.likelihood.graph_tools import (
     ancestors,
     dependents,
+    integer_vector_gather,
     rebuild_graph,
     toposort,
 )
@@ -209,18 +210,13 @@ def _is_row_gather(node, on_rows: set, on_q: set) -> bool:
     """``z[i]`` along the first axis, ``z`` row-free and block-dependent, ``i`` a vector of
     row-dependent integers (``AdvancedSubtensor1``, or ``AdvancedSubtensor`` with one
     index)."""
-    if type(node.op).__name__ not in ("AdvancedSubtensor1", "AdvancedSubtensor"):
-        return False
-    idx_list = getattr(node.op, "idx_list", None)  # pytensor 3 keeps slices in the op
-    if len(node.inputs) != 2 or (idx_list is not None and len(idx_list) != 1):
+    if not integer_vector_gather(node):
         return False
     source, index = node.inputs
     return (
         source in on_q
         and source not in on_rows
         and index in on_rows
-        and index.ndim == 1
-        and index.dtype.startswith(("int", "uint"))
         and node.outputs[0].ndim == source.ndim
     )
 
