@@ -38,6 +38,7 @@ import numpy as np
 from scipy import linalg
 
 from pymc_minibatch_mh.data.row_design import RowDesign, row_supports
+from pymc_minibatch_mh.kernels.brightening_rates import grouped_by
 from pymc_minibatch_mh.kernels.weighted_index import sorted_uniforms
 
 #: More cells than this (or than N / MIN_ROWS_PER_CELL) and the step keeps the global
@@ -130,8 +131,7 @@ class RowCells:
             columns[k, :t] = touched
             inverse[k, :t, :t] = linalg.solve_triangular(chol, np.eye(t), lower=True)
         cell_of_row = cell_of_row.reshape(-1).astype(np.int32)
-        order = np.argsort(cell_of_row, kind="stable").astype(np.int64)
-        starts = np.searchsorted(cell_of_row[order], np.arange(n_cells + 1)).astype(np.int64)
+        order, starts = grouped_by(cell_of_row, n_cells)
         centre = np.array(centre, dtype=np.float64)
         for array in (cell_of_row, order, starts, columns, inverse, centre):
             array.setflags(write=False)

@@ -35,6 +35,15 @@ import numpy as np
 MAX_LEVELS = 24
 
 
+def grouped_by(labels: np.ndarray, n_groups: int, dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """``(order, starts)``: the positions sorted by their label (stably), group ``k``'s
+    being ``order[starts[k]:starts[k + 1]]``."""
+    order = np.argsort(labels, kind="stable").astype(dtype)
+    starts = np.zeros(n_groups + 1, dtype=np.int64)
+    np.cumsum(np.bincount(labels, minlength=n_groups), out=starts[1:])
+    return order, starts
+
+
 @dataclass(frozen=True, eq=False)
 class RowsByCell:
     """The rows grouped by cell, built once: ``order[starts[c]:starts[c + 1]]`` are the
@@ -51,9 +60,7 @@ class RowsByCell:
     def build(cls, cell_of_row: np.ndarray, n_cells: int) -> RowsByCell:
         cell_of_row = np.asarray(cell_of_row, dtype=np.int32)
         dtype = np.int32 if cell_of_row.size < 2**31 - 1 else np.int64
-        order = np.argsort(cell_of_row, kind="stable").astype(dtype)
-        starts = np.zeros(n_cells + 1, dtype=np.int64)
-        np.cumsum(np.bincount(cell_of_row, minlength=n_cells), out=starts[1:])
+        order, starts = grouped_by(cell_of_row, n_cells, dtype)
         for array in (cell_of_row, order, starts):
             array.setflags(write=False)
         return cls(cell_of_row, order, starts)
@@ -81,9 +88,9 @@ class CellRates:
         The cells sorted by level; level ``k`` holds
         ``level_cells[cell_starts[k]:cell_starts[k + 1]]``.
     cell_starts : ndarray of int64, shape (n_levels + 1,)
-    row_offsets : ndarray of int64, shape (n_cells + n_levels,)
-        Per level, the cumulative row counts of its cells (starting at 0): level ``k``'s
-        are ``row_offsets[cell_starts[k] + k : cell_starts[k + 1] + k + 1]``.
+    row_starts : ndarray of int64, shape (n_cells + 1,)
+        The rows of the cells in ``level_cells``' order, numbered one after the other:
+        cell ``level_cells[j]`` holds numbers ``row_starts[j]`` to ``row_starts[j + 1]``.
     """
 
     rows: RowsByCell
@@ -91,7 +98,7 @@ class CellRates:
     level_rates: np.ndarray
     level_cells: np.ndarray
     cell_starts: np.ndarray
-    row_offsets: np.ndarray
+    row_starts: np.ndarray
 
     def __deepcopy__(self, memo) -> CellRates:
         return self  # immutable; PyMC deep-copies step methods per chain
@@ -109,18 +116,12 @@ class CellRates:
         level_of_cell = np.searchsorted(used, level_of_cell)
         level_rates = top * np.exp2(-used.astype(np.float64))
         cell_rates = level_rates[level_of_cell]
-        level_cells = np.argsort(level_of_cell, kind="stable")
-        cell_starts = np.zeros(used.size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(level_of_cell, minlength=used.size), out=cell_starts[1:])
-        sizes = rows.sizes[level_cells]
-        offsets = []
-        for k in range(used.size):
-            part = sizes[cell_starts[k] : cell_starts[k + 1]]
-            offsets.append(np.concatenate([[0], np.cumsum(part)]))
-        row_offsets = np.concatenate(offsets).astype(np.int64)
-        for array in (cell_rates, level_rates, level_cells, cell_starts, row_offsets):
+        level_cells, cell_starts = grouped_by(level_of_cell, used.size)
+        row_starts = np.zeros(level_cells.size + 1, dtype=np.int64)
+        np.cumsum(rows.sizes[level_cells], out=row_starts[1:])
+        for array in (cell_rates, level_rates, level_cells, cell_starts, row_starts):
             array.setflags(write=False)
-        return cls(rows, cell_rates, level_rates, level_cells, cell_starts, row_offsets)
+        return cls(rows, cell_rates, level_rates, level_cells, cell_starts, row_starts)
 
     @property
     def largest(self) -> float:
@@ -135,14 +136,14 @@ class CellRates:
         found by ``geometric_positions(rng, rate, length)`` over each level's rows."""
         found = []
         for k, rate in enumerate(self.level_rates):
-            lo, hi = int(self.cell_starts[k]), int(self.cell_starts[k + 1])
-            offsets = self.row_offsets[lo + k : hi + k + 1]
-            positions = geometric_positions(rng, float(rate), int(offsets[-1]))
-            if not positions.size:
+            first = int(self.row_starts[self.cell_starts[k]])
+            end = int(self.row_starts[self.cell_starts[k + 1]])
+            numbers = first + geometric_positions(rng, float(rate), end - first)
+            if not numbers.size:
                 continue
-            within = np.searchsorted(offsets, positions, side="right") - 1
-            cells = self.level_cells[lo + within]
-            found.append(self.rows.order[self.rows.starts[cells] + positions - offsets[within]])
+            j = np.searchsorted(self.row_starts, numbers, side="right") - 1
+            offsets = numbers - self.row_starts[j]
+            found.append(self.rows.order[self.rows.starts[self.level_cells[j]] + offsets])
         if not found:
             return np.empty(0, dtype=np.int64)
         return np.concatenate(found).astype(np.int64, copy=False)
@@ -205,4 +206,4 @@ class CellRateEvidence:
         return np.clip(np.minimum(typical, affordable), floor, 1.0)
 
 
-__all__ = ["MAX_LEVELS", "CellRateEvidence", "CellRates", "RowsByCell", "cell_index"]
+__all__ = ["MAX_LEVELS", "CellRateEvidence", "CellRates", "RowsByCell", "cell_index", "grouped_by"]

@@ -1304,7 +1304,7 @@ def test_negative_control_cell_rates_ignored_in_the_tests_bias_z(logistic):
         base.level_rates,
         base.level_cells,
         base.cell_starts,
-        base.row_offsets,
+        base.row_starts,
     )
     settings = FireflySettings(q_db=wrong.largest, cell_rates=wrong)
     freq, p, reps = _z_frequencies(logistic, settings)
