@@ -159,6 +159,20 @@ FAMILY_SUPPORT = (
         flymc=EXACT,
     ),
     _row(
+        "`Bernoulli(p=pm.math.invprobit(eta))` (probit link)",
+        ["bernoulli_probit"],
+        ["bernoulli_probit"],
+        tuna=EXACT,
+        flymc=EXACT,
+    ),
+    _row(
+        "`Bernoulli(p=1 - pm.math.exp(-pm.math.exp(eta)))` (complementary log-log link)",
+        ["bernoulli_cloglog"],
+        ["bernoulli_cloglog"],
+        tuna=REGION,
+        flymc=REGION,
+    ),
+    _row(
         "`Binomial(n=trials, logit_p=eta)`, fixed trials per row",
         ["binomial"],
         ["binomial_logit"],

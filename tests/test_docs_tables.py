@@ -194,25 +194,26 @@ def test_support_table_uses_known_levels():
 
 
 def test_support_table_covers_every_recognised_family():
-    from pymc_minibatch_mh.likelihood.glm_likelihoods import FAMILIES
+    from pymc_minibatch_mh.families import FAMILY_RECORDS
 
     covered = {family for row in FAMILY_SUPPORT for family in row.families}
-    assert covered == set(FAMILIES), "a family the recogniser knows is missing in the table"
+    assert covered == set(FAMILY_RECORDS), "a family the registry holds is missing in the table"
 
 
-def test_support_table_agrees_with_the_family_lists_in_the_code():
-    """The families each exact step names in its code, against the table (fast, no
-    models): TunaMH's remainder families and FlyMC's bound families are taken; families
-    whose third derivative is unbounded need TunaMH's trust region."""
-    from pymc_minibatch_mh.bounds.taylor_remainder import REMAINDER_FAMILIES, UNBOUNDED_CURVATURE
-    from pymc_minibatch_mh.step_methods.firefly import BOUND_FAMILIES
+def test_support_table_agrees_with_the_family_records():
+    """What each family's record says the exact steps can do, against the table (fast, no
+    models): every registered family has TunaMH's remainder bound; families whose third
+    derivative is unbounded need TunaMH's trust region; FlyMC refuses a family with a bound
+    only in one grouped case."""
+    from pymc_minibatch_mh.families import family_record
 
     for row in FAMILY_SUPPORT:
         for family in row.families:
-            assert (family in REMAINDER_FAMILIES) == (row.support["TunaMH"] != REFUSED)
-            if family in UNBOUNDED_CURVATURE:
+            record = family_record(family)
+            assert row.support["TunaMH"] != REFUSED, row.likelihood
+            if record.unbounded_curvature:
                 assert row.support["TunaMH"] == REGION, row.likelihood
-            if family in BOUND_FAMILIES and row.support["FlyMC"] == REFUSED:
+            if record.firefly_bound and row.support["FlyMC"] == REFUSED:
                 assert "group" in row.likelihood, row.likelihood  # FlyMC's one exception
 
 
@@ -234,6 +235,12 @@ def build_model(variant: str) -> pm.Model:
         eta = a + b * x
         if variant == "bernoulli":
             pm.Bernoulli("y", logit_p=eta, observed=(rng.random(N) < d["logit"]).astype(int))
+        elif variant == "bernoulli_probit":
+            y = (rng.random(N) < d["logit"]).astype(int)
+            pm.Bernoulli("y", p=pm.math.invprobit(eta), observed=y)
+        elif variant == "bernoulli_cloglog":
+            y = (rng.random(N) < d["logit"]).astype(int)
+            pm.Bernoulli("y", p=1 - pm.math.exp(-pm.math.exp(eta)), observed=y)
         elif variant == "binomial":
             pm.Binomial("y", n=5, logit_p=eta, observed=rng.binomial(5, d["logit"]))
         elif variant == "categorical":

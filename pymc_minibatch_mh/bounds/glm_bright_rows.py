@@ -24,14 +24,12 @@ from scipy.special import expit
 
 from pymc_minibatch_mh.bounds.collapsed import LinearQuadraticBound
 from pymc_minibatch_mh.data.row_design import RowDesign
+from pymc_minibatch_mh.families.registry import family_record
 from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood, family_loglik
-
-#: Families whose log-likelihood's slope in ``eta`` :func:`eta_slope` gives.
-JOINT_FAMILIES = ("bernoulli_logit", "binomial_logit", "poisson_log", "student_t")
 
 
 def eta_slope(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> np.ndarray:
-    """``d log L_n / d eta_n`` of a family in :data:`JOINT_FAMILIES` (fixed parameters)."""
+    """``d log L_n / d eta_n`` of a family whose record has ``eta_slope`` (fixed parameters)."""
     if family == "bernoulli_logit":
         return y - expit(eta)
     if family == "binomial_logit":
@@ -163,7 +161,7 @@ def glm_rows_factory(likelihood, bound) -> GLMRows | None:
     if not (
         isinstance(likelihood, LinearPredictorLikelihood)
         and isinstance(bound, LinearQuadraticBound)
-        and likelihood.family in JOINT_FAMILIES
+        and family_record(likelihood.family).eta_slope
         and not likelihood.scale_is_free
         and bound.design is likelihood.design
         and np.array_equal(bound.offset, likelihood.offset)

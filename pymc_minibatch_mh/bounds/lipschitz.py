@@ -53,12 +53,10 @@ from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.data.chunk_pass import design_map
 from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.data.row_design import design_rows
+from pymc_minibatch_mh.families.registry import family_record
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path)
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
-
-BOX_FAMILIES = ("poisson_log", "normal")
-GLOBAL_FAMILIES = ("bernoulli_logit", "binomial_logit", "student_t", "categorical_logit")
 
 
 class UnsupportedBound(ValueError):
@@ -272,9 +270,10 @@ class LipschitzBound:
                 "variates has no bound. Use TunaMH with control variates (the default), which "
                 "bounds the Taylor remainders on a trust region, or fix sigma."
             )
-        if family in GLOBAL_FAMILIES:
+        lipschitz = family_record(family).lipschitz
+        if lipschitz == "global":
             box = None
-        elif family in BOX_FAMILIES:
+        elif lipschitz == "box":
             if box is None:
                 raise UnsupportedBound(
                     f"A {family} likelihood is not Lipschitz in the parameters on an unbounded "

@@ -90,14 +90,11 @@ from pymc_minibatch_mh.bounds.jaakkola_jordan import UNTUNED_XI, jj_lambda, log_
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
 from pymc_minibatch_mh.data.chunk_pass import design_map, design_map_sum
 from pymc_minibatch_mh.data.pass_tally import record_rows
+from pymc_minibatch_mh.families.registry import family_record, names_where
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
 
-#: The families this bound serves: the negative binomial alone, zero-inflated, hurdle.
-FAMILIES = ("negative_binomial", "zinb_log", "hurdle_nb_log")
-#: Families whose zeros are modelled apart (a third channel, ``t = logit psi``).
-ZERO_FAMILIES = ("zinb_log", "hurdle_nb_log")
 #: Above this log dispersion ``exp`` overflows; the collapsed bound is then -inf.
 _LOG_ALPHA_MAX = 700.0
 
@@ -118,7 +115,7 @@ class NegativeBinomialBound(OverDesignRows):
     Attributes
     ----------
     family : str
-        One of :data:`FAMILIES`.
+        A family with ``negative_binomial_counts`` in its record.
     design : ndarray, shape (N, D)
         ``eta = design @ q + offset``.
     offset, observed : ndarray, shape (N,)
@@ -191,7 +188,7 @@ class NegativeBinomialBound(OverDesignRows):
         rows = self.design if idx is None else self.gathered_rows(idx)
         eta = rows @ q + self.offset[sel]
         a = _shared(self.scale_row, self.scale_offset, self.fixed_log_alpha, q, sel, eta)
-        if self.family not in ZERO_FAMILIES:
+        if not family_record(self.family).odds_channel:
             return sel, eta, a, np.zeros(eta.shape)
         t = _shared(self.odds_row, self.odds_offset, self.fixed_log_odds, q, sel, eta)
         return sel, eta, a, t
@@ -205,7 +202,7 @@ class NegativeBinomialBound(OverDesignRows):
             x = a - eta
             jj = self.jj_constant[sel] + 0.5 * x - self.jj_lambda[sel] * x * x
             exact = np.where(y > 0, gammaln(y + alpha) - gammaln(alpha), 0.0) - gammaln(y + 1.0)
-            if self.family in ZERO_FAMILIES:
+            if family_record(self.family).odds_channel:
                 exact = exact + np.where(y > 0, log_expit(t), log_expit(-t))
             value = (
                 exact
@@ -361,10 +358,10 @@ def negative_binomial_bound(
     Parameters
     ----------
     lp : LinearPredictorLikelihood
-        ``family`` in :data:`FAMILIES`; dispersion free (``lp.scale_row``) or fixed
-        (``lp.params["alpha"]``, one value or one per row); for the families with zeros
-        apart, psi free (``lp.odds_row``) or fixed (``lp.params["odds"]``, the odds
-        ``psi / (1 - psi)``).
+        A family with ``negative_binomial_counts`` in its record; dispersion free
+        (``lp.scale_row``) or fixed (``lp.params["alpha"]``, one value or one per row);
+        for the families with zeros apart, psi free (``lp.odds_row``) or fixed
+        (``lp.params["odds"]``, the odds ``psi / (1 - psi)``).
     q_map : ndarray, shape (D,) or None
         Anchors at the MAP (the bound touches the likelihood there); None: tangents at
         ``q_init`` and ``xi_n = 1.5``.
@@ -379,8 +376,9 @@ def negative_binomial_bound(
         Another family, observations that are not counts, a fixed parameter out of its
         range, or a bound that is not finite at the centre.
     """
-    if lp.family not in FAMILIES:
-        raise UnsupportedBound(f"negative_binomial_bound serves {FAMILIES}; got {lp.family!r}.")
+    if not family_record(lp.family).negative_binomial_counts:
+        served = names_where(negative_binomial_counts=True)
+        raise UnsupportedBound(f"negative_binomial_bound serves {served}; got {lp.family!r}.")
     design = as_design(lp.design)
     n_data = design.shape[0]
     offset = per_datum(lp.offset, n_data, "offset")
@@ -396,7 +394,7 @@ def negative_binomial_bound(
         "negative binomial dispersion alpha",
     )
     odds = (None, 0.0, None)  # a negative binomial alone: no zeros apart
-    if lp.family in ZERO_FAMILIES:
+    if family_record(lp.family).odds_channel:
         odds = _channel(
             lp.odds_row,
             getattr(lp, "odds_offset", 0.0),
@@ -447,7 +445,7 @@ def _anchor_weights(family: str, y, u0, t0) -> tuple:
     """Each row's ``(w_n, omega_n, c_n)`` from the tangents at ``u0`` (the negative
     binomial's log probability of zero at the centre) and ``t0`` (module docstring)."""
     positive = y > 0
-    if family not in ZERO_FAMILIES:  # the negative binomial alone: weight 1 everywhere
+    if not family_record(family).odds_channel:  # the negative binomial alone: weight 1 everywhere
         return np.ones(y.shape), np.zeros(y.shape), np.zeros(y.shape)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         if family == "hurdle_nb_log":
@@ -504,7 +502,7 @@ def _rows_and_sums(
             keep[positive] @ (gammaln(y[positive] + alpha[positive]) - gammaln(alpha[positive]))
         )
         fixed -= float((keep * y) @ log_alpha)
-    if not free_odds and family in ZERO_FAMILIES:
+    if not free_odds and family_record(family).odds_channel:
         fixed += float(
             keep
             @ (np.where(positive, log_expit(t_rows), log_expit(-t_rows)) + odds_weight * t_rows)

@@ -35,8 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg
+from scipy import linalg, stats
 
+from pymc_minibatch_mh.bounds.trust_region import RADIUS_MARGIN
 from pymc_minibatch_mh.data.row_design import RowDesign, row_supports
 from pymc_minibatch_mh.kernels.brightening_rates import grouped_by
 from pymc_minibatch_mh.kernels.weighted_index import sorted_uniforms
@@ -198,18 +199,25 @@ class CellTable:
         return self.cells.order[pos]
 
 
+#: The share of a Gaussian posterior that a default cell region may leave out, summed
+#: over its cells: a thousandth of the 1e-6 that the excluded-mass check accepts, so that
+#: tails somewhat heavier than the Laplace fit's stay inside too.
+CELL_TAIL_MASS = 1e-9
+
+
 @dataclass(frozen=True, eq=False)
 class CellRegion:
     """The trust region of a bound with row cells: every cell's ellipsoid at once,
 
         R = {q : ||W_T^{-1}(q_T - q*_T)|| <= rho_T for every cell T},
 
-    with ``rho_T = sqrt(|T|) + 8``. It is convex (an intersection of convex sets), so a
-    move between two of its points stays in it, and on it the linear predictor of a row
-    of cell ``T`` stays within ``rho_T ||L^T x_i||`` of its value at ``q*``: the per-row
-    constants use ``rho_T`` instead of the whole block's ``sqrt(D) + 8``. For a Gaussian
-    posterior each cell's whitened distance is a chi variable with ``|T|`` degrees of
-    freedom, so the mass outside is below ``n_cells * 1e-15``.
+    with radii ``rho_T`` chosen by :meth:`covering`. It is convex (an intersection of
+    convex sets), so a move between two of its points stays in it, and on it the linear
+    predictor of a row of cell ``T`` stays within ``rho_T ||L^T x_i||`` of its value at
+    ``q*``: the per-row constants use ``rho_T`` instead of the whole block's
+    ``sqrt(D) + 8``. For a Gaussian posterior each cell's whitened distance is a chi
+    variable with ``|T|`` degrees of freedom, so the mass outside is at most the sum over
+    cells of that chi variable's tail beyond ``rho_T``.
 
     Attributes
     ----------
@@ -231,7 +239,28 @@ class CellRegion:
 
     @classmethod
     def around(cls, cells: RowCells, chol: np.ndarray, margin: float) -> CellRegion:
+        """Radii ``sqrt(|T|) + margin`` (a ``trust_radius`` given by the user sets the
+        margin)."""
         radii = np.sqrt(cells.sizes) + margin
+        radii.setflags(write=False)
+        return cls(cells, radii, chol)
+
+    @classmethod
+    def covering(
+        cls, cells: RowCells, chol: np.ndarray, tail: float = CELL_TAIL_MASS
+    ) -> CellRegion:
+        """The default region: each cell's radius leaves out ``tail / n_cells`` of a
+        Gaussian posterior (its Laplace fit), so the whole region leaves out at most
+        ``tail`` of it; never wider than ``sqrt(|T|) + 8``.
+
+        ``rho_T^2`` is the chi-squared quantile with ``|T|`` degrees of freedom. A
+        posterior with heavier tails than its Laplace fit loses more: the excluded-mass
+        check after tuning (:mod:`pymc_minibatch_mh.bounds.excluded_mass`) estimates the
+        real mass and grows the region while it is above 1e-6.
+        """
+        sizes = np.asarray(cells.sizes, dtype=np.float64)
+        share = tail / max(int(cells.n_cells), 1)
+        radii = np.minimum(np.sqrt(stats.chi2.isf(share, sizes)), np.sqrt(sizes) + RADIUS_MARGIN)
         radii.setflags(write=False)
         return cls(cells, radii, chol)
 

@@ -20,6 +20,10 @@ order ``N^{-1/2}``: TunaMH then reads almost no data per step and stays exact.
 Third-derivative bounds ``L3`` (untempered):
 
 * Bernoulli, logit link: ``sup |sigma (1 - sigma) (1 - 2 sigma)| = sqrt(3) / 18``;
+* Bernoulli, probit link: ``sup |d^3/d s^3 log Phi(s)|``, about 0.296
+  (:mod:`pymc_minibatch_mh.families.bernoulli_probit`);
+* Bernoulli, complementary log-log link: about 0.426 where ``y = 1``, and on the trust region
+  ``exp(eta_hi)`` where ``y = 0`` (:mod:`pymc_minibatch_mh.families.bernoulli_cloglog`);
 * Normal with fixed ``sigma``: 0 (the proxy is exact; no data is ever read);
 * Student-t with fixed ``nu``, ``sigma``: ``2 (nu + 1) sup_t |t (3 - t^2)| / (1 + t^2)^3 /
   (nu^{3/2} sigma^3)`` (the supremum over ``t`` is found numerically once);
@@ -113,6 +117,7 @@ import numpy as np
 from scipy import linalg, special
 
 from pymc_minibatch_mh.bounds.beta_curvature import beta_a_suprema, beta_row_terms
+from pymc_minibatch_mh.bounds.grid_supremum import supremum_on_grid
 from pymc_minibatch_mh.bounds.hurdle_curvature import (
     hurdle_third_derivatives,
     truncation_third_derivative,
@@ -137,6 +142,8 @@ from pymc_minibatch_mh.data import blocks as data_blocks
 from pymc_minibatch_mh.data.chunk_pass import design_map
 from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.data.row_design import design_rows
+from pymc_minibatch_mh.families import bernoulli_cloglog, bernoulli_probit
+from pymc_minibatch_mh.families.registry import FAMILY_RECORDS, family_record
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path)
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
@@ -167,53 +174,11 @@ def _student_t_shape_constant() -> float:
     return float(shape(best.x))
 
 
-#: Families whose Taylor remainders TunaMH can bound (Poisson and free scales on a trust
-#: region, the others globally).
-REMAINDER_FAMILIES = (
-    "bernoulli_logit",
-    "binomial_logit",
-    "categorical_logit",
-    "normal",
-    "student_t",
-    "poisson_log",
-    "negative_binomial",
-    "gamma_log",
-    "beta_logit",
-    "zip_log",
-    "hurdle_poisson_log",
-    "zinb_log",
-    "hurdle_nb_log",
-    "ordered_logistic",
-    "ordered_probit",
-)
-#: Ordinal families: cutpoints enter through PyMC's ordered transform (not affinely).
-ORDINAL = ("ordered_logistic", "ordered_probit")
-#: Three channels: the linear predictor, log alpha and logit psi (each fixed or free).
-ODDS_FAMILIES = ("zinb_log", "hurdle_nb_log")
-#: Families whose third derivative grows without bound in ``eta`` (bounded on a region);
-#: the Beta's is bounded on a region by a numerical supremum over the region's box; the
-#: ordinal families' as the gaps between cutpoints shrink.
-UNBOUNDED_CURVATURE = (
-    "poisson_log",
-    "gamma_log",
-    "beta_logit",
-    "zip_log",
-    "hurdle_poisson_log",
-    *ODDS_FAMILIES,
-    *ORDINAL,
-)
-#: Families whose linear predictor is a location and whose free parameter a scale: their
-#: ``eta`` channel is measured in units of the reference scale.
-LOCATION_SCALE = ("normal", "student_t")
-# Safety factor on numerically found suprema (they are found to ~1e-10 relative).
-_SUPREMUM_MARGIN = 1.001
-
-
 def needs_region(lp: LinearPredictorLikelihood) -> bool:
     """Whether the remainder bound of ``lp`` holds only on a trust region."""
     parts = getattr(lp, "parts", (lp,))
     return any(
-        part.family in UNBOUNDED_CURVATURE or getattr(part, "scale_is_free", False)
+        family_record(part.family).unbounded_curvature or getattr(part, "scale_is_free", False)
         for part in parts
     )
 
@@ -221,7 +186,7 @@ def needs_region(lp: LinearPredictorLikelihood) -> bool:
 def remainder_bound_unavailable(lp) -> str | None:
     """Why no Taylor-remainder bound exists for ``lp`` (None if one does)."""
     for part in getattr(lp, "parts", (lp,)):
-        if part.family not in REMAINDER_FAMILIES:
+        if part.family not in FAMILY_RECORDS:
             return (
                 f"no bound on the third derivative of a {part.family} log-likelihood (which "
                 "bounds its Taylor remainders) is available"
@@ -241,6 +206,8 @@ def third_derivative_bound(lp: LinearPredictorLikelihood) -> np.ndarray:
     n = lp.n_data
     if lp.family == "bernoulli_logit":
         return np.full(n, LOGISTIC_THIRD_DERIVATIVE)
+    if lp.family == "bernoulli_probit":
+        return np.full(n, bernoulli_probit.third_derivative_supremum())
     if lp.family == "binomial_logit":
         # y eta - n log(1 + e^eta): the third derivative is -n sigmoid''(eta).
         trials = np.broadcast_to(np.asarray(lp.params["n"], dtype=np.float64), (n,))
@@ -266,27 +233,7 @@ def third_derivative_bound(lp: LinearPredictorLikelihood) -> np.ndarray:
 def _grid_supremum(fn, upper: float) -> float:
     """``sup_{0 <= t <= upper} |fn(t)|`` for a smooth ``fn`` (:func:`_supremum_on_grid`)."""
     grid = np.concatenate([np.linspace(0.0, 10.0, 20_001), np.geomspace(10.0, upper, 2_001)])
-    return _supremum_on_grid(fn, grid)
-
-
-def _supremum_on_grid(fn, grid: np.ndarray) -> float:
-    """``sup |fn|`` over the span of an increasing ``grid``: the largest value on it,
-    refined by a bounded optimiser between its neighbours, times a small safety margin."""
-    from scipy import optimize  # imported when needed: 0.3 s of every step's setup
-
-    values = np.abs(fn(grid))
-    k = int(np.argmax(values))
-    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
-    best = float(values[k])
-    if hi > lo:
-        found = optimize.minimize_scalar(
-            lambda t: -abs(float(fn(np.array([t]))[0])),
-            bounds=(lo, hi),
-            method="bounded",
-            options={"xatol": 1e-12},
-        )
-        best = max(best, -float(found.fun))
-    return _SUPREMUM_MARGIN * best
+    return supremum_on_grid(fn, grid)
 
 
 def student_t_g_derivatives(nu: float, u):
@@ -450,9 +397,9 @@ def taylor_remainder_bound(
         else:
             margin = max(radius - math.sqrt(reference.size), 1.0)
             region = CellRegion.around(cells, chol, margin)
-    if lp.family in ORDINAL:
+    if family_record(lp.family).ordinal:
         c = _ordinal_constants(lp, region)
-    elif lp.family in ODDS_FAMILIES:
+    elif family_record(lp.family).odds_channel:
         c = _three_channel_constants(lp, region)
     elif getattr(lp, "scale_is_free", False):
         c = _free_scale_constants(lp, region)
@@ -462,6 +409,9 @@ def taylor_remainder_bound(
             _, eta_hi = _eta_ranges(lp, region, norms)
             with np.errstate(over="ignore"):
                 l3 = np.exp(eta_hi)
+        elif lp.family == "bernoulli_cloglog":
+            _, eta_hi = _eta_ranges(lp, region, norms)
+            l3 = bernoulli_cloglog.third_derivative_bounds(eta_hi, lp.observed)
         elif lp.family == "gamma_log":
             eta_lo, _ = _eta_ranges(lp, region, norms)
             y = np.asarray(lp.observed, dtype=np.float64)
@@ -501,7 +451,7 @@ def taylor_remainder_bound(
         c.setflags(write=False)
         exact_rows = np.flatnonzero(exact)
     scale = " with a free scale" if getattr(lp, "free_scale", False) else ""
-    if lp.family in ODDS_FAMILIES:
+    if family_record(lp.family).odds_channel:
         free = [name for name, on in (("alpha", lp.free_scale), ("psi", lp.free_odds)) if on]
         scale = f" with {' and '.join(free)} free" if free else ""
     if getattr(lp, "row_scales", False):
@@ -603,7 +553,7 @@ def _free_scale_constants(lp: LinearPredictorLikelihood, region: TrustRegion) ->
     s_half = rho * np.sqrt(czz)
     # Channel units: eta in units of the reference sigma (location-scale families); the
     # other families' channels (eta, log or logit of the second parameter) as they are.
-    w = np.exp(-s_star) if lp.family in LOCATION_SCALE else 1.0
+    w = np.exp(-s_star) if family_record(lp.family).location_scale else 1.0
     big_e = np.exp(s_half)  # largest e^{-delta} on the region
     g11, g12 = w * w * xsx, w * xsz
     half_trace, half_gap = 0.5 * (g11 + czz), 0.5 * (g11 - czz)
@@ -952,7 +902,7 @@ def truncation_constant() -> float:
     """The supremum over all ``eta`` of the absolute third derivative of the hurdle
     Poisson's truncation term (:mod:`pymc_minibatch_mh.bounds.hurdle_curvature`); it is 0
     to double precision outside ``[-40, 6]``, the grid's span."""
-    return _supremum_on_grid(truncation_third_derivative, np.linspace(-40.0, 6.0, 46_001))
+    return supremum_on_grid(truncation_third_derivative, np.linspace(-40.0, 6.0, 46_001))
 
 
 def _gamma_k(t):
@@ -974,4 +924,4 @@ def gamma_shape_constant(t_lo: float, t_hi: float) -> float:
 def grid_supremum_over(fn, lo: float, hi: float) -> float:
     """``sup |fn(t)|`` for ``t`` in ``[lo, hi]`` and a smooth ``fn`` (a grid of 4,001
     points, :func:`_supremum_on_grid`)."""
-    return _supremum_on_grid(fn, np.linspace(lo, hi, 4_001))
+    return supremum_on_grid(fn, np.linspace(lo, hi, 4_001))

@@ -31,8 +31,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from types import MappingProxyType
 
 import numpy as np
+
+from pymc_minibatch_mh.families.registry import FAMILY_RECORDS
 
 #: Run trajectories compiled where :func:`compiled_rows` allows it (False: numpy only, in
 #: this process).
@@ -46,7 +49,9 @@ MIN_DIM = 21
 #: Statuses of :func:`run_split_kicks`.
 AT_END, REJECT, BOUND_VIOLATED = 0, 1, 2
 #: Families the compiled kicks evaluate, and their codes there.
-FAMILY_CODES = {"bernoulli_logit": 0, "binomial_logit": 1}
+FAMILY_CODES = MappingProxyType(
+    {name: r.compiled_code for name, r in FAMILY_RECORDS.items() if r.compiled_code is not None}
+)
 
 
 @dataclass(frozen=True, eq=False)

@@ -13,8 +13,8 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 from pytensor.graph.basic import Constant, Variable
-from pytensor.scalar.basic import Add, Exp, Log, Mul, Sub, TrueDiv
-from pytensor.scalar.math import Sigmoid
+from pytensor.scalar.basic import Add, Exp, Log, Mul, Neg, Sub, TrueDiv
+from pytensor.scalar.math import Erfc, Sigmoid
 from pytensor.tensor.basic import Join
 from pytensor.tensor.elemwise import DimShuffle, Elemwise
 from pytensor.tensor.exceptions import NotScalarConstantError
@@ -22,10 +22,12 @@ from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.shape import SpecifyShape
 from pytensor.tensor.special import Softmax
 
-from pymc_minibatch_mh.likelihood.glm_likelihoods import (
-    ORDINAL_FAMILIES,
-    UnsupportedLikelihood,
+from pymc_minibatch_mh.families.registry import (
+    family_label,
+    family_record,
+    support_sentence,
 )
+from pymc_minibatch_mh.likelihood.glm_likelihoods import UnsupportedLikelihood
 from pymc_minibatch_mh.likelihood.graph_tools import (
     ancestors,
     data_value,
@@ -33,25 +35,7 @@ from pymc_minibatch_mh.likelihood.graph_tools import (
     tensor_data_inputs,
 )
 
-_SUPPORTED = (
-    "Supported likelihoods (one or more observed variables over the same rows, eta affine in "
-    "the sampled variables): "
-    "Bernoulli(logit_p=eta) or Bernoulli(p=pm.math.invlogit(eta)); Binomial(n=trials, "
-    "logit_p=eta) with fixed trials per row; Poisson(mu=pm.math.exp(eta)); "
-    "Normal(mu=eta, sigma=s); StudentT(nu=<fixed>, mu=eta, sigma=s) with s fixed, one free "
-    "positive scale, or a free scale per row whose log is affine (s = pm.math.exp(c + Z @ g), "
-    "or sigma[group]); NegativeBinomial(mu=pm.math.exp(eta), alpha=a) with a fixed or free; "
-    "Gamma(alpha=a, beta=a / pm.math.exp(eta)) with a fixed or free shape a; "
-    "Beta(mu=pm.math.invlogit(eta), nu=phi) with a fixed or free precision phi; "
-    "ZeroInflatedPoisson(psi=psi, mu=pm.math.exp(eta)) and HurdlePoisson(psi=psi, "
-    "mu=pm.math.exp(eta)) with psi fixed or one free probability; "
-    "ZeroInflatedNegativeBinomial(psi=psi, mu=pm.math.exp(eta), alpha=a) and "
-    "HurdleNegativeBinomial(psi=psi, mu=pm.math.exp(eta), alpha=a) with psi and a each fixed "
-    "or one free variable; "
-    "OrderedLogistic(eta=eta, cutpoints=c) and OrderedProbit(eta=eta, cutpoints=c) with c "
-    "free with transform=pm.distributions.transforms.ordered, or fixed; "
-    "Categorical(logit_p=X @ W + b)."
-)
+_SUPPORTED = support_sentence()
 
 
 _BOUNDS_HINT = (
@@ -71,13 +55,18 @@ def _match_family(rv: Variable) -> tuple[str, Variable, dict]:
         (p,) = params
         eta = _strip_link(p, _elemwise_of(Sigmoid))
         if eta is None:
+            eta = _probit_predictor(p)
+            if eta is not None:
+                return "bernoulli_probit", eta, {}
+            eta = _cloglog_predictor(p)
+            if eta is not None:
+                return "bernoulli_cloglog", eta, {}
             raise UnsupportedLikelihood(
-                f"Observed variable {name!r} is Bernoulli with p = {_describe(p)}, which is not "
-                "a logistic link. Write the model with `pm.Bernoulli(..., logit_p=eta)` (or "
-                "`p=pm.math.invlogit(eta)`) with eta affine in the parameters. "
-                + _SUPPORTED
-                + " "
-                + _BOUNDS_HINT
+                f"Observed variable {name!r} is Bernoulli with p = {_describe(p)}, which is "
+                "not a logistic, probit or complementary log-log link. Write the model with "
+                "`pm.Bernoulli(..., logit_p=eta)` (or `p=pm.math.invlogit(eta)`, "
+                "`p=pm.math.invprobit(eta)`, `p=1 - pm.math.exp(-pm.math.exp(eta))`) with "
+                "eta affine in the parameters. " + _SUPPORTED + " " + _BOUNDS_HINT
             )
         return "bernoulli_logit", eta, {}
     if isinstance(op, _rv_type(pm.Binomial)):
@@ -371,6 +360,55 @@ def _strip_link(var: Variable, is_link: Callable) -> Variable | None:
     return None
 
 
+def _probit_predictor(p: Variable) -> Variable | None:
+    """``eta`` of ``p = Phi(eta)`` written as ``pm.math.invprobit`` does,
+    ``0.5 * erfc(u)`` (any ``u``: then ``eta = -sqrt(2) u``), or None."""
+    current = p
+    while current.owner is not None and isinstance(current.owner.op, DimShuffle | SpecifyShape):
+        current = current.owner.inputs[0]
+    node = current.owner
+    if node is None or not _elemwise_of(Mul)(node) or len(node.inputs) != 2:
+        return None
+    for half, tail in (node.inputs, node.inputs[::-1]):
+        if tail.owner is None or not _elemwise_of(Erfc)(tail.owner) or not _is_half(half):
+            continue
+        eta = -np.sqrt(2.0) * tail.owner.inputs[0]
+        return rebuild_graph(p, {current: eta})
+    return None
+
+
+def _cloglog_predictor(p: Variable) -> Variable | None:
+    """``eta`` of ``p = 1 - exp(-exp(eta))``, or None."""
+    current = _bare(p)
+    node = current.owner
+    if node is None or not _elemwise_of(Sub)(node) or not _is_constant(node.inputs[0], 1.0):
+        return None
+    inner = _bare(node.inputs[1]).owner  # exp(-exp(eta))
+    if inner is None or not _elemwise_of(Exp)(inner):
+        return None
+    negated = _bare(inner.inputs[0]).owner  # -exp(eta)
+    if negated is None or not _elemwise_of(Neg)(negated):
+        return None
+    rate = _bare(negated.inputs[0]).owner  # exp(eta)
+    if rate is None or not _elemwise_of(Exp)(rate):
+        return None
+    return rebuild_graph(p, {current: rate.inputs[0]})
+
+
+def _is_half(var: Variable) -> bool:
+    """Whether ``var`` is the constant 0.5 (up to shape wrappers)."""
+    return _is_constant(var, 0.5)
+
+
+def _is_constant(var: Variable, value: float) -> bool:
+    """Whether ``var`` is a constant equal to ``value`` everywhere (up to shape wrappers)."""
+    try:
+        found = pt.get_underlying_scalar_constant_value(_bare(var))
+    except NotScalarConstantError:
+        return False
+    return bool(np.all(np.asarray(found) == value))
+
+
 def _strip_log_link(mu: Variable) -> Variable | None:
     """``eta`` of a log-link mean ``mu = exp(eta)``, or of ``mu = c * exp(eta)`` with other
     factors ``c`` (an exposure): ``eta + log(c)``, whose affinity in the parameters the
@@ -539,62 +577,36 @@ def _observed_values(model: pm.Model, rv: Variable, family: str, n_data: int) ->
             f"Observed variable {rv.name!r} has shape {values.shape}; the linear-predictor "
             f"recogniser needs one observation per data point, shape ({n_data},). " + _BOUNDS_HINT
         )
-    if family == "bernoulli_logit" and not np.all((values == 0) | (values == 1)):
-        raise UnsupportedLikelihood(f"Bernoulli observations of {rv.name!r} must be 0 or 1.")
-    counts = (
-        "poisson_log",
-        "negative_binomial",
-        "binomial_logit",
-        "zip_log",
-        "hurdle_poisson_log",
-        "zinb_log",
-        "hurdle_nb_log",
-    )
-    if family in counts and not np.all((values >= 0) & (values == np.round(values))):
+    support = family_record(family).support
+    label = family_label(family)
+    if support == "binary" and not np.all((values == 0) | (values == 1)):
+        raise UnsupportedLikelihood(f"{label} observations of {rv.name!r} must be 0 or 1.")
+    whole = values == np.round(values)
+    if support == "counts" and not np.all((values >= 0) & whole):
         raise UnsupportedLikelihood(
-            f"{family_label(family)} observations of {rv.name!r} must be non-negative integers."
+            f"{label} observations of {rv.name!r} must be non-negative integers."
         )
-    if family == "gamma_log" and not np.all(values > 0):
+    if support == "positive" and not np.all(values > 0):
         raise UnsupportedLikelihood(
-            f"Gamma observations of {rv.name!r} must be positive; row "
+            f"{label} observations of {rv.name!r} must be positive; row "
             f"{int(np.flatnonzero(~(values > 0))[0])} is "
             f"{values[~(values > 0)][0].item()!r}."
         )
-    if family == "beta_logit" and not np.all((values > 0) & (values < 1)):
+    if support == "unit_interval" and not np.all((values > 0) & (values < 1)):
         outside = ~((values > 0) & (values < 1))
         raise UnsupportedLikelihood(
-            f"Beta observations of {rv.name!r} must be strictly between 0 and 1; row "
+            f"{label} observations of {rv.name!r} must be strictly between 0 and 1; row "
             f"{int(np.flatnonzero(outside)[0])} is {values[outside][0].item()!r}."
         )
-    if family in ORDINAL_FAMILIES and not np.all((values >= 0) & (values == np.round(values))):
-        bad = ~((values >= 0) & (values == np.round(values)))
+    if support == "categories" and not np.all((values >= 0) & whole):
+        bad = ~((values >= 0) & whole)
         raise UnsupportedLikelihood(
-            f"{family_label(family)} observations of {rv.name!r} must be category indices "
+            f"{label} observations of {rv.name!r} must be category indices "
             f"0, 1, ..., K - 1; row {int(np.flatnonzero(bad)[0])} is "
             f"{values[bad][0].item()!r}."
         )
-    if family == "categorical_logit" and not np.all(values == np.round(values)):
+    if support == "classes" and not np.all(whole):
         raise UnsupportedLikelihood(
-            f"Categorical observations of {rv.name!r} must be integer class indices."
+            f"{label} observations of {rv.name!r} must be integer class indices."
         )
     return values
-
-
-def family_label(family: str) -> str:
-    return {
-        "bernoulli_logit": "Bernoulli",
-        "categorical_logit": "Categorical",
-        "normal": "Normal",
-        "student_t": "StudentT",
-        "poisson_log": "Poisson",
-        "negative_binomial": "NegativeBinomial",
-        "binomial_logit": "Binomial",
-        "gamma_log": "Gamma",
-        "beta_logit": "Beta",
-        "zip_log": "ZeroInflatedPoisson",
-        "hurdle_poisson_log": "HurdlePoisson",
-        "zinb_log": "ZeroInflatedNegativeBinomial",
-        "hurdle_nb_log": "HurdleNegativeBinomial",
-        "ordered_logistic": "OrderedLogistic",
-        "ordered_probit": "OrderedProbit",
-    }.get(family, family)

@@ -16,51 +16,8 @@ import numpy as np
 from scipy.special import expit, gammaln, log_expit, log_ndtr, logsumexp
 
 from pymc_minibatch_mh.data.row_design import RowDesign
-
-FAMILIES = (
-    "bernoulli_logit",
-    "binomial_logit",
-    "student_t",
-    "normal",
-    "poisson_log",
-    "negative_binomial",
-    "gamma_log",
-    "beta_logit",
-    "zip_log",
-    "hurdle_poisson_log",
-    "zinb_log",
-    "hurdle_nb_log",
-    "ordered_logistic",
-    "ordered_probit",
-    "categorical_logit",
-)
-_SCALAR_FAMILIES = FAMILIES[:-1]
-#: Ordinal families: ``P(y = k) = F(c_{k+1} - eta) - F(c_k - eta)`` with ``F`` the logistic
-#: or the standard normal cdf and cutpoints ``c`` from :meth:`LinearPredictorLikelihood.
-#: cutpoints`.
-ORDINAL_FAMILIES = ("ordered_logistic", "ordered_probit")
-
-
-#: Families with a positive parameter that may be free (its log affine in q), and its name.
-SCALE_PARAMS = {
-    "normal": "sigma",
-    "student_t": "sigma",
-    "negative_binomial": "alpha",
-    "gamma_log": "alpha",
-    "beta_logit": "nu",
-    "zip_log": "odds",
-    "hurdle_poisson_log": "odds",
-    "zinb_log": "alpha",
-    "hurdle_nb_log": "alpha",
-}
-SCALE_FAMILIES = tuple(SCALE_PARAMS)
-#: Families with a third channel: the odds ``psi / (1 - psi)`` of the count component
-#: (zero-inflated and hurdle negative binomial), fixed or free (``odds_row``), beside the
-#: linear predictor and the dispersion ``alpha``.
-ODDS_FAMILIES = ("zinb_log", "hurdle_nb_log")
-#: Families whose scale may also differ between rows, its log affine in q (a regression
-#: on log sigma: a heteroscedastic model).
-ROW_SCALE_FAMILIES = ("normal", "student_t")
+from pymc_minibatch_mh.families import bernoulli_cloglog, bernoulli_probit
+from pymc_minibatch_mh.families.registry import FAMILY_RECORDS, family_record, names_where
 
 
 class UnsupportedLikelihood(ValueError):
@@ -80,7 +37,7 @@ class LinearPredictorLikelihood:
     Parameters
     ----------
     family : str
-        One of :data:`FAMILIES`.
+        A name in :data:`~pymc_minibatch_mh.families.registry.FAMILY_RECORDS`.
     design : ndarray or RowDesign
         Scalar families: ``(N, D)`` with ``eta = design @ q + offset``; the recogniser
         gives a :class:`~pymc_minibatch_mh.data.row_design.RowDesign` (the model's
@@ -161,8 +118,7 @@ class LinearPredictorLikelihood:
     odds_offset: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}.")
+        kind = family_record(self.family)
         design = self.design
         if not isinstance(design, RowDesign) or self.family == "categorical_logit":
             design = _frozen(design, np.float64)
@@ -172,7 +128,7 @@ class LinearPredictorLikelihood:
         # Integer or float observations are kept as they are (no float64 copy of N values);
         # the family densities widen the rows they read.
         observed = np.asarray(self.observed)
-        if self.family == "categorical_logit" or self.family in ORDINAL_FAMILIES:
+        if not kind.scalar_rows or kind.ordinal:
             observed = _frozen(observed, np.int64)
         else:
             observed = _frozen(observed, None if observed.dtype.kind in "iuf" else np.float64)
@@ -202,23 +158,12 @@ class LinearPredictorLikelihood:
                 raise ValueError(f"offset has shape {offset.shape}, expected ({n_data},).")
             if self.coef_map is not None or self.coef_offset is not None:
                 raise ValueError("coef_map / coef_offset are only used by categorical_logit.")
-        needed = {
-            "student_t": {"nu", "sigma"},
-            "normal": {"sigma"},
-            "negative_binomial": {"alpha"},
-            "gamma_log": {"alpha"},
-            "beta_logit": {"nu"},
-            "zip_log": {"odds"},
-            "hurdle_poisson_log": {"odds"},
-            "zinb_log": {"alpha", "odds"},
-            "hurdle_nb_log": {"alpha", "odds"},
-            "binomial_logit": {"n"},
-        }.get(self.family, set())
+        needed = set(kind.parameters)
         if self.scale_row is not None:
-            if self.family not in SCALE_FAMILIES:
+            if kind.scale is None:
+                scaled = tuple(name for name, r in FAMILY_RECORDS.items() if r.scale)
                 raise ValueError(
-                    f"scale_row (a free scale) is only used by {SCALE_FAMILIES}; got "
-                    f"{self.family!r}."
+                    f"scale_row (a free scale) is only used by {scaled}; got {self.family!r}."
                 )
             scale_row = _frozen(self.scale_row, np.float64)
             if scale_row.shape != (design.shape[1],) or not np.all(np.isfinite(scale_row)):
@@ -230,14 +175,14 @@ class LinearPredictorLikelihood:
                 raise ValueError("scale_offset must be finite.")
             object.__setattr__(self, "scale_row", scale_row)
             object.__setattr__(self, "scale_offset", float(self.scale_offset))
-            needed = needed - {SCALE_PARAMS[self.family]}
+            needed = needed - {kind.scale}
         if self.scale_design is not None:
             self._check_scale_design(n_data, design.shape[1])
-            needed = needed - {SCALE_PARAMS[self.family]}
+            needed = needed - {kind.scale}
         if self.odds_row is not None:
             self._check_odds_row(design.shape[1])
             needed = needed - {"odds"}
-        if (self.family in ORDINAL_FAMILIES) != (self.cut_rows is not None):
+        if kind.ordinal != (self.cut_rows is not None):
             raise ValueError(
                 "cut_rows (the cutpoints) are needed by, and only by, ordinal families."
             )
@@ -267,9 +212,10 @@ class LinearPredictorLikelihood:
         object.__setattr__(self, "params", params)
 
     def _check_odds_row(self, ndim: int) -> None:
-        if self.family not in ODDS_FAMILIES:
+        if not family_record(self.family).odds_channel:
             raise ValueError(
-                f"odds_row (a free psi) is only used by {ODDS_FAMILIES}; got {self.family!r}."
+                f"odds_row (a free psi) is only used by {names_where(odds_channel=True)}; got "
+                f"{self.family!r}."
             )
         odds_row = _frozen(self.odds_row, np.float64)
         if odds_row.shape != (ndim,) or not np.all(np.isfinite(odds_row)):
@@ -314,10 +260,10 @@ class LinearPredictorLikelihood:
         return np.cumsum(np.concatenate([kappa[:1], np.exp(kappa[1:])]))
 
     def _check_scale_design(self, n_data: int, ndim: int) -> None:
-        if self.family not in ROW_SCALE_FAMILIES or self.scale_row is not None:
+        if not family_record(self.family).row_scale or self.scale_row is not None:
             raise ValueError(
-                f"scale_design (a scale per row) is only used by {ROW_SCALE_FAMILIES}, and not "
-                f"with scale_row; got {self.family!r}."
+                f"scale_design (a scale per row) is only used by {names_where(row_scale=True)}, "
+                f"and not with scale_row; got {self.family!r}."
             )
         scale_design = self.scale_design
         if not isinstance(scale_design, RowDesign):
@@ -421,9 +367,9 @@ class LinearPredictorLikelihood:
             for name, value in self.params.items()
         }
         if self.scale_row is not None:
-            params[SCALE_PARAMS[self.family]] = math.exp(self.log_scale(q))
+            params[family_record(self.family).scale] = math.exp(self.log_scale(q))
         if self.scale_design is not None:
-            params[SCALE_PARAMS[self.family]] = np.exp(self.log_scales(q, idx))
+            params[family_record(self.family).scale] = np.exp(self.log_scales(q, idx))
         if self.odds_row is not None:
             params["odds"] = math.exp(self.log_odds(q))
         if self.cut_rows is not None:
@@ -492,7 +438,7 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
     Parameters
     ----------
     family : str
-        One of :data:`FAMILIES`.
+        A name in :data:`~pymc_minibatch_mh.families.registry.FAMILY_RECORDS`.
     eta : ndarray
         ``(n,)`` linear predictor, or ``(n, K)`` logits for ``"categorical_logit"``.
     y : ndarray
@@ -503,6 +449,10 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
     if family == "bernoulli_logit":
         # log sigmoid(s) = -log(1 + exp(-s)), with s = eta for y = 1 and -eta for y = 0.
         return -np.logaddexp(0.0, np.where(y > 0.5, -eta, eta))
+    if family == "bernoulli_probit":
+        return bernoulli_probit.loglik(eta, y)
+    if family == "bernoulli_cloglog":
+        return bernoulli_cloglog.loglik(eta, y)
     if family == "binomial_logit":
         # y log sigmoid(eta) + (n - y) log sigmoid(-eta) = y eta - n log(1 + exp(eta)).
         n = np.asarray(params["n"], dtype=np.float64)
@@ -513,7 +463,7 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
         return y * eta - np.exp(eta) - gammaln(y + 1.0)
     if family == "negative_binomial":
         return _negative_binomial(eta, y, params["alpha"])[0]
-    if family in ODDS_FAMILIES:
+    if family in names_where(odds_channel=True):
         # psi = odds / (1 + odds), the weight of the negative binomial part.
         log_odds = np.log(np.asarray(params["odds"], dtype=np.float64))
         y = np.asarray(y, dtype=np.float64)
@@ -561,7 +511,7 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
         return (
             gammaln(nu) - gammaln(a) - gammaln(b) + (a - 1.0) * np.log(y) + (b - 1.0) * np.log1p(-y)
         )
-    if family in ORDINAL_FAMILIES:
+    if family in names_where(ordinal=True):
         return ordinal_loglik(family, eta, y, params["cutpoints"])
     if family == "normal":
         sigma = params["sigma"]
@@ -578,7 +528,7 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
         y = np.asarray(y, dtype=np.int64)
         chosen = np.take_along_axis(eta, y[:, None], axis=1)[:, 0]
         return chosen - logsumexp(eta, axis=1)
-    raise ValueError(f"Unknown family {family!r}; expected one of {FAMILIES}.")
+    raise ValueError(f"Unknown family {family!r}; expected one of {tuple(FAMILY_RECORDS)}.")
 
 
 def _negative_binomial(eta, y, alpha) -> tuple[np.ndarray, np.ndarray]:

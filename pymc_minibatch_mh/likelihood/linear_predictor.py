@@ -43,6 +43,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
 
+from pymc_minibatch_mh.families.registry import family_label, family_record
 from pymc_minibatch_mh.likelihood.affine_maps import (
     _CHECK_SEED,
     _affine_rtol,
@@ -66,15 +67,8 @@ from pymc_minibatch_mh.likelihood.glm_families import (
     _match_family,
     _observed_values,
     _refuse_data_potentials,
-    family_label,
 )
 from pymc_minibatch_mh.likelihood.glm_likelihoods import (
-    FAMILIES,
-    ODDS_FAMILIES,
-    ORDINAL_FAMILIES,
-    ROW_SCALE_FAMILIES,
-    SCALE_FAMILIES,
-    SCALE_PARAMS,
     CompositeLikelihood,
     LinearPredictorLikelihood,
     UnsupportedLikelihood,
@@ -82,8 +76,6 @@ from pymc_minibatch_mh.likelihood.glm_likelihoods import (
 from pymc_minibatch_mh.likelihood.inspection import datum_count
 
 __all__ = [
-    "FAMILIES",
-    "SCALE_FAMILIES",
     "CompositeLikelihood",
     "LinearPredictorLikelihood",
     "UnsupportedLikelihood",
@@ -225,13 +217,13 @@ def _recognise_scalar(
     fixed, scale_graph, odds_graph, extra = {}, None, None, {}
     for param_name, graph in zip(fixed_rv, graphs, strict=True):
         free = ctx.free_inputs(graph)
-        if family in ORDINAL_FAMILIES and param_name == "cutpoints":
+        if family_record(family).ordinal and param_name == "cutpoints":
             extra = _recognise_cutpoints(ctx, family, graph)
         elif not free:
             fixed[param_name] = graph
-        elif param_name == SCALE_PARAMS.get(family):
+        elif param_name == family_record(family).scale:
             scale_graph = graph
-        elif param_name == "odds" and family in ODDS_FAMILIES:
+        elif param_name == "odds" and family_record(family).odds_channel:
             odds_graph = graph
         else:
             raise UnsupportedLikelihood(
@@ -304,8 +296,9 @@ def _recognise_log_scale(
     ``log sigma``, Normal and Student-t only). ``odds``: ``sigma`` is the odds of a
     negative binomial with zeros (its log is ``logit psi``)."""
     name = ctx.rv.name
-    param = "psi" if odds else _USER_PARAMS.get(family, SCALE_PARAMS[family])
-    what = f"log({SCALE_PARAMS[family]}) of the {family_label(family)} likelihood of {name!r}"
+    scale = family_record(family).scale
+    param = "psi" if odds else _USER_PARAMS.get(family, scale)
+    what = f"log({scale}) of the {family_label(family)} likelihood of {name!r}"
     if family in _USER_PARAMS or odds:
         what = f"logit({param}) of the {family_label(family)} likelihood of {name!r}"
     _refuse_outside_block(ctx, sigma, what)
@@ -322,7 +315,7 @@ def _recognise_log_scale(
         np.allclose(jac, jac[:1], rtol=_affine_rtol(), atol=_affine_rtol())
         and np.allclose(offset, offset[0], rtol=_affine_rtol(), atol=_affine_rtol())
     ):
-        if family in ROW_SCALE_FAMILIES:
+        if family_record(family).row_scale:
             return _recognise_row_log_scale(ctx, log_sigma, what)
         raise UnsupportedLikelihood(
             f"{param} of the {family_label(family)} likelihood of {name!r} depends on free "

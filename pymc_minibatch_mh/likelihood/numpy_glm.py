@@ -46,6 +46,7 @@ from scipy.special import expit
 
 from pymc_minibatch_mh.data.chunked_data import ChunkedRows
 from pymc_minibatch_mh.data.row_design import RowDesign
+from pymc_minibatch_mh.families.registry import family_record
 from pymc_minibatch_mh.kernels.compiled_residuals import SUMS_MAX_FEATURES, compiled_residuals
 from pymc_minibatch_mh.likelihood.affine_maps import _MODE
 from pymc_minibatch_mh.likelihood.compiled_prior import CompiledPrior, compile_prior
@@ -76,9 +77,6 @@ def numpy_evaluation_enabled() -> bool:
     """Whether recognised GLMs are evaluated with numpy (see :func:`evaluate_with_numpy`)."""
     return _enabled
 
-
-#: Families evaluated here.
-FAMILIES = ("bernoulli_logit", "poisson_log", "normal")
 
 #: Largest block evaluated here: the Hessian sums are dense (``O(rows D^2)``); larger
 #: blocks (multilevel models with many groups) keep the compiled functions, whose
@@ -329,7 +327,7 @@ def _evaluated_here(likelihood, ndim: int) -> bool:
     """Whether this module evaluates ``likelihood`` (see the module's docstring)."""
     if not isinstance(likelihood, LinearPredictorLikelihood):
         return False
-    if likelihood.family not in FAMILIES or ndim > MAX_DIM:
+    if not family_record(likelihood.family).numpy_rows or ndim > MAX_DIM:
         return False
     if likelihood.row_scales or likelihood.free_odds or likelihood.cut_rows is not None:
         return False

@@ -29,7 +29,6 @@ from pymc_minibatch_mh.bounds.looseness import (
     LooseBoundWarning,
     collapsed_looseness,
 )
-from pymc_minibatch_mh.bounds.negative_binomial import FAMILIES as NEGATIVE_BINOMIAL_FAMILIES
 from pymc_minibatch_mh.bounds.negative_binomial import negative_binomial_bound
 from pymc_minibatch_mh.bounds.normal_exact import exact_normal_likelihood
 from pymc_minibatch_mh.bounds.ordinal_taylor import map_tuned_ordinal
@@ -42,8 +41,9 @@ from pymc_minibatch_mh.bounds.row_cells import (
 )
 from pymc_minibatch_mh.bounds.student_t import map_tuned_student_t, untuned_student_t
 from pymc_minibatch_mh.bounds.sum_bound import SumBound
-from pymc_minibatch_mh.bounds.taylor_remainder import ORDINAL
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius, grown_shape
+from pymc_minibatch_mh.families import bernoulli_cloglog, bernoulli_probit
+from pymc_minibatch_mh.families.registry import family_label, family_record, names_where
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation
 from pymc_minibatch_mh.kernels.brightening_rates import (
     CellRateEvidence,
@@ -62,7 +62,6 @@ from pymc_minibatch_mh.kernels.firefly import (
 )
 from pymc_minibatch_mh.kernels.gaussian_flow import ANGLE_RANGE, GaussianFlow
 from pymc_minibatch_mh.kernels.target import ChainState
-from pymc_minibatch_mh.likelihood.glm_families import family_label
 from pymc_minibatch_mh.likelihood.glm_likelihoods import DataSetsOfDifferentLengths
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
 from pymc_minibatch_mh.likelihood.numpy_prior import looks_gaussian
@@ -78,29 +77,6 @@ from pymc_minibatch_mh.step_methods.region_check import (
     tuning_spread,
 )
 
-BOUND_FAMILIES = (
-    "bernoulli_logit",
-    "binomial_logit",
-    "categorical_logit",
-    "student_t",
-    "poisson_log",
-    "negative_binomial",
-    "gamma_log",
-    "beta_logit",
-    "zip_log",
-    "hurdle_poisson_log",
-    "zinb_log",
-    "hurdle_nb_log",
-    "ordered_logistic",
-    "ordered_probit",
-)
-#: Families whose bounds hold on a trust region around the MAP only.
-REGION_FAMILIES = (
-    "poisson_log",
-    "gamma_log",
-    *CHANNEL_DERIVATIVES,
-    *ORDINAL,
-)
 #: theta | z updates that use gradients of the bright likelihoods and of the bounds.
 GRADIENT_UPDATES = ("mala", "hmc")
 #: Acceptance rate tuning aims at: MALA's optimum, and a usual HMC target.
@@ -282,8 +258,9 @@ class FlyMC(MinibatchStep):
         when each row touches the shared
         coordinates plus a few of its own (group intercepts and slopes of a multilevel
         model): the trust region is
-        every cell's ellipsoid of ``sqrt(|T|) + 8`` Laplace sds in the coordinates ``T``
-        its rows touch (:class:`~pymc_minibatch_mh.bounds.row_cells.CellRegion`) instead of
+        every cell's ellipsoid in the coordinates ``T`` its rows touch, each leaving out
+        ``1e-9 / n_cells`` of a Gaussian posterior, at most ``sqrt(|T|) + 8`` Laplace sds
+        (:meth:`~pymc_minibatch_mh.bounds.row_cells.CellRegion.covering`) instead of
         one ellipsoid of ``sqrt(D) + 8`` in all of them, so each row's bound is tighter and
         ``theta | z`` mixes faster. Kept off for likelihoods of several parts, when there
         are more than 20,000 cells or fewer than 4 rows per cell, and when ``trust_radius``
@@ -617,19 +594,20 @@ initial_point, compile_kwargs, blocked
                     "bound='untuned'. TunaMH() covers this model too."
                 )
             return
-        if lp.family in REGION_FAMILIES and self._bound_request != "map":
+        if family_record(lp.family).firefly_region and self._bound_request != "map":
             raise UnsupportedLikelihood(
                 f"FlyMC's {family_label(lp.family)} bound holds on a trust region around the "
                 "MAP, so it needs bound='map' (the default), not bound='untuned'."
             )
-        if lp.family not in BOUND_FAMILIES:
+        if not family_record(lp.family).firefly_bound:
+            bounded = names_where(firefly_bound=True)
             hint = {
                 "normal": " FlyMC sums a Normal likelihood exactly when sigma is free or one "
                 "fixed value for all rows; here sigma differs between rows.",
             }.get(lp.family, "")
             raise UnsupportedLikelihood(
                 f"FlyMC has no built-in bound for the {family_label(lp.family)} likelihood of "
-                f"this model (supported: {', '.join(map(family_label, BOUND_FAMILIES))})."
+                f"this model (supported: {', '.join(map(family_label, bounded))})."
                 f"{hint} Pass "
                 "`bound=<object>` with "
                 "n_data, log_bound(q, idx) and log_bound_sum(q) to use FlyMC anyway, or use "
@@ -698,16 +676,16 @@ initial_point, compile_kwargs, blocked
         return bounds[0] if len(bounds) == 1 else SumBound(tuple(bounds), region)
 
     def _trust_region(self, lp, q_map: np.ndarray, chol=None):
-        """Every row cell's ellipsoid (``row_cells``) or one ellipsoid of ``trust_radius``
-        (default ``sqrt(D) + 8``) sds around the MAP, shaped by ``chol`` (default the
-        Laplace fit's; a grown region's shape after tuning)."""
+        """Every row cell's ellipsoid (``row_cells``, :meth:`CellRegion.covering`) or one
+        ellipsoid of ``trust_radius`` (default ``sqrt(D) + 8``) sds around the MAP, shaped
+        by ``chol`` (default the Laplace fit's; a grown region's shape after tuning)."""
         chol = self._laplace_chol if chol is None else chol
         ndim = self.tall_data.ndim
         single = getattr(lp, "parts", None) is None
         if self.row_cells and self.trust_radius is None and single:
             cells = row_cells_for(lp, q_map, chol, likelihood_row_supports(lp))
             if cells is not None:
-                return CellRegion.around(cells, chol, default_radius(ndim) - math.sqrt(ndim))
+                return CellRegion.covering(cells, chol)
         radius = default_radius(ndim) if self.trust_radius is None else self.trust_radius
         return TrustRegion(q_map, chol, radius)
 
@@ -1200,7 +1178,7 @@ def _needs_region(lp) -> bool:
     zero-inflated and hurdle Poisson, ordinal, a Student-t free scale, a scale per
     row)."""
     return (
-        lp.family in REGION_FAMILIES
+        family_record(lp.family).firefly_region
         or (lp.free_scale and lp.family == "student_t")
         or getattr(lp, "row_scales", False)
     )
@@ -1213,13 +1191,13 @@ def _build_bound(
     (Poisson-log, Gamma-log: MAP-tuned on the trust region ``region``). A MAP-tuned
     Bernoulli bound also holds its rows' norms through ``row_norms_chol``, if given."""
     family = lp.family
-    if family in NEGATIVE_BINOMIAL_FAMILIES:  # alone, zero-inflated or hurdle
+    if family_record(family).negative_binomial_counts:  # alone, zero-inflated or hurdle
         return negative_binomial_bound(lp, q_map, q_init)
     if family == "poisson_log":
         return map_tuned_poisson_log(lp.design, lp.offset, lp.observed, q_map, region)
     if family == "gamma_log":
         return map_tuned_gamma_log(lp, q_map, region)
-    if family in ORDINAL:
+    if family_record(family).ordinal:
         return map_tuned_ordinal(lp, q_map, region)
     if family in CHANNEL_DERIVATIVES or getattr(lp, "row_scales", False):
         # Beta, zero-inflated and hurdle Poisson; Normal / Student-t with a scale per row.
@@ -1228,6 +1206,11 @@ def _build_bound(
         return exact_normal_likelihood(lp, q_init if q_map is None else q_map)
     if lp.free_scale:
         return map_tuned_free_scale(lp, q_map, region)
+    if family == "bernoulli_cloglog":
+        return bernoulli_cloglog.collapsed_bound(lp.design, lp.offset, lp.observed, q_map, region)
+    if family == "bernoulli_probit":
+        anchor = q_init if q_map is None else q_map
+        return bernoulli_probit.collapsed_bound(lp.design, lp.offset, lp.observed, anchor)
     if family in ("bernoulli_logit", "binomial_logit"):
         trials = lp.params.get("n")  # Binomial: a sum of n Bernoulli bounds per row
         if q_map is None:

@@ -13,8 +13,6 @@ from pytensor.tensor.random.basic import UniformRV
 
 from pymc_minibatch_mh.bounds.excluded_mass import GROWTH_FACTOR
 from pymc_minibatch_mh.bounds.lipschitz import (
-    BOX_FAMILIES,
-    GLOBAL_FAMILIES,
     EuclideanMetric,
     LipschitzBound,
     UnsupportedBound,
@@ -30,6 +28,7 @@ from pymc_minibatch_mh.bounds.taylor_remainder import (
 )
 from pymc_minibatch_mh.bounds.trust_region import RADIUS_MARGIN, default_radius, grown_shape
 from pymc_minibatch_mh.data.pass_tally import record_rows
+from pymc_minibatch_mh.families.registry import family_label, family_record
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation
 from pymc_minibatch_mh.kernels.group_sweep import group_tuna_sweep
 from pymc_minibatch_mh.kernels.proposals import ProposalMixture
@@ -44,8 +43,7 @@ from pymc_minibatch_mh.kernels.tuna import (
     tuna_kernel,
 )
 from pymc_minibatch_mh.kernels.weighted_index import CumulativeTable
-from pymc_minibatch_mh.likelihood.glm_families import family_label
-from pymc_minibatch_mh.likelihood.glm_likelihoods import SCALE_PARAMS, DataSetsOfDifferentLengths
+from pymc_minibatch_mh.likelihood.glm_likelihoods import DataSetsOfDifferentLengths
 from pymc_minibatch_mh.likelihood.graph_tools import ancestors
 from pymc_minibatch_mh.likelihood.linear_predictor import (
     UnsupportedLikelihood,
@@ -442,7 +440,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
                 "TunaMH() with control variates, or MinibatchBarker / Austere."
             )
         if not use and not self._user_bound and self._lp.scale_is_free:
-            label, param = family_label(self._lp.family), SCALE_PARAMS[self._lp.family]
+            label, param = family_label(self._lp.family), family_record(self._lp.family).scale
             raise UnsupportedBound(
                 f"TunaMH found a {label} likelihood with a free {param}, whose "
                 f"log-density has no Lipschitz bound in log({param}); its bound needs control "
@@ -451,15 +449,16 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
                 "TunaMH() with control variates (the default when every free variable of the "
                 f"likelihood is in the block), fix {param}, or use MinibatchBarker / Austere."
             )
-        lipschitz_families = GLOBAL_FAMILIES + BOX_FAMILIES
-        if not use and not self._user_bound and self._lp.family not in lipschitz_families:
+        checked = not use and not self._user_bound  # the likelihood's own Lipschitz form
+        lipschitz = family_record(self._lp.family).lipschitz if checked else None
+        if checked and lipschitz is None:
             raise UnsupportedBound(
                 f"TunaMH without control variates has no Lipschitz bound for a "
                 f"{family_label(self._lp.family)} likelihood, and control variates are off "
                 f"({self._control_variates_unavailable() or 'control_variates=False'}). Use "
                 "TunaMH() with control variates, or MinibatchBarker / Austere."
             )
-        if not use and not self._user_bound and self._lp.family in BOX_FAMILIES:
+        if checked and lipschitz == "box":
             box, reason = _prior_box(self._model, self.vars, self._initial_point)
             if box is None:
                 hint = _EXPLICIT_BOUND_HINT.format(

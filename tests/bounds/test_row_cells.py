@@ -148,3 +148,47 @@ def test_the_cell_region_is_every_cells_ellipsoid():
         second = np.sqrt(q[0] ** 2 + q[1] ** 2 / 4 + q[3] ** 2)
         inside = first <= region.radii[0] and second <= region.radii[1]
         assert region.contains(q) == inside
+
+
+def _gaussian_cells(n_cells: int, rng: np.random.Generator):
+    """``n_cells`` cells of an intercept and a slope each beside two shared coordinates,
+    under a correlated Gaussian posterior (its covariance and Cholesky factor)."""
+    d = 2 + 2 * n_cells
+    a = rng.normal(size=(d, d)) / np.sqrt(d)
+    cov = a @ a.T + np.diag(rng.uniform(0.5, 2.0, size=d))
+    own = 2 + 2 * np.arange(n_cells)[:, None] + np.arange(2)
+    patterns = np.repeat(own, 5, axis=0)
+    cells = RowCells.build(patterns, np.array([0, 1]), cov, np.zeros(d))
+    return cells, cov, np.linalg.cholesky(cov)
+
+
+def test_the_covering_region_leaves_out_the_asked_gaussian_tail():
+    """Per-cell radii leave out ``tail / n_cells`` each of a Gaussian posterior: with a
+    large tail asked (so that it is countable), the share of Gaussian draws outside the
+    region is at most ``tail`` (a union bound; cells overlap in the shared coordinates)
+    and of that order. Negative control: radii that give every cell the whole ``tail``
+    leave out far more than asked."""
+    rng = np.random.default_rng(11)
+    n_cells, tail, draws = 20, 0.05, 40_000
+    cells, cov, chol = _gaussian_cells(n_cells, rng)
+    region = CellRegion.covering(cells, chol, tail=tail)
+    assert np.all(region.radii < np.sqrt(cells.sizes) + 8.0)
+    q = rng.multivariate_normal(np.zeros(cov.shape[0]), cov, size=draws)
+    outside = np.mean([not region.contains(x) for x in q])
+    se = np.sqrt(tail * (1 - tail) / draws)
+    assert tail / 3 < outside <= tail + 4 * se
+
+    loose = CellRegion.covering(cells, chol, tail=tail * n_cells)
+    outside_loose = np.mean([not loose.contains(x) for x in q[:5000]])
+    assert outside_loose > tail + 4 * np.sqrt(tail / 5000)
+
+
+def test_the_covering_region_is_never_wider_than_the_fixed_margin():
+    """A tiny tail asked of few-coordinate cells would need radii beyond ``sqrt(|T|) + 8``;
+    they stop there (the default before per-cell tails), and shrink with a larger tail."""
+    cells, _, chol = _gaussian_cells(4, np.random.default_rng(2))
+    widest = CellRegion.covering(cells, chol, tail=1e-40)
+    assert np.allclose(widest.radii, np.sqrt(cells.sizes) + 8.0)
+    default = CellRegion.covering(cells, chol)
+    assert np.all(default.radii < widest.radii)
+    assert np.all(CellRegion.covering(cells, chol, tail=1e-3).radii < default.radii)

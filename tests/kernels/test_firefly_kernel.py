@@ -1053,7 +1053,11 @@ def test_compiled_first_draw_of_z_is_the_numpy_draw(logistic, monkeypatch):
     (compiled, lt_c, after_c), (numpy, lt_n, after_n) = draws["compiled"], draws["numpy"]
     assert 3 <= compiled.n_bright < N - 5, compiled.n_bright
     np.testing.assert_array_equal(compiled.arr, numpy.arr)
-    np.testing.assert_allclose(lt_c, lt_n, rtol=1e-12)
+    # log Ltilde = g + log(-expm1(-g)) with the gap g = log L - log B, a difference of
+    # nearly equal numbers where the bound is tight: an ulp of difference between the
+    # compiled and the numpy log-densities becomes a relative error of order 1e-16 / g in
+    # log Ltilde (1.5e-11 seen on one machine type, at the previous commit as well).
+    np.testing.assert_allclose(lt_c, lt_n, rtol=1e-9)
     assert after_c == after_n  # the same number of draws taken from the generator
     assert draws["other"][0] != numpy
 
