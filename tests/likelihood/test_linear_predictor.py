@@ -378,13 +378,19 @@ def _refuses(model, match, value_vars=None):
     return str(info.value)
 
 
-def test_refuses_probit_link(data):
+def test_refuses_a_bernoulli_link_it_does_not_know(data):
+    """A softplus-based probability is none of the three links: refused, naming how to
+    write each (probit and complementary log-log are recognised since the family
+    registry, ``tests/families``)."""
     x, y = data["x"], data["binary"]
     with pm.Model() as model:
         beta = pm.Normal("beta", 0, 1, shape=P)
-        pm.Bernoulli("y", p=pm.math.invprobit(x @ beta), observed=y)
-    message = _refuses(model, "Bernoulli with p = .* not a logistic link")
-    assert "logit_p=" in message and "`bound=` argument of the step" in message
+        pm.Bernoulli("y", p=1 - pm.math.exp(-pm.math.log1pexp(x @ beta)), observed=y)
+    message = _refuses(
+        model, "Bernoulli with p = .* not a logistic, probit or complementary log-log link"
+    )
+    assert "logit_p=" in message and "invprobit" in message
+    assert "`bound=` argument of the step" in message
 
 
 def test_refuses_poisson_without_log_link(data):
