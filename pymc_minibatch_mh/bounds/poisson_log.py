@@ -81,9 +81,7 @@ def map_tuned_poisson_log(
     y = per_datum(observed, n_data, "observed")
     q_map = np.asarray(q_map, dtype=np.float64)
     anchor = design @ q_map + offset
-    eta_centre = design @ region.centre + offset
-    # One radius for an ellipsoid, one per row's cell for a CellRegion.
-    eta_high = eta_centre + region.row_radii() * _row_norms(design, region.chol)
+    eta_high = highest_predictor(design, offset, region)
     with np.errstate(over="ignore", invalid="ignore"):
         rate = np.exp(anchor)
         curvature = -rate * exp_secant_factor(np.maximum(eta_high - anchor, 0.0))
@@ -108,6 +106,14 @@ def map_tuned_poisson_log(
         region=region,
         unbounded=unbounded,
     )
+
+
+def highest_predictor(design, offset: np.ndarray, region) -> np.ndarray:
+    """Each row's largest ``eta = x . q + o`` on ``region``: its value at the centre plus
+    the radius (one for an ellipsoid, the row's cell's for a CellRegion) times
+    ``||L^T x||``."""
+    eta_centre = design @ region.centre + offset
+    return eta_centre + region.row_radii() * _row_norms(design, region.chol)
 
 
 def exp_secant_factor(h: np.ndarray) -> np.ndarray:

@@ -37,8 +37,8 @@ import numpy as np
 
 from pymc_minibatch_mh.bounds.collapsed import LinearQuadraticBound, as_design, per_datum
 from pymc_minibatch_mh.bounds.grid_supremum import supremum_on_grid
-from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound, _row_norms
-from pymc_minibatch_mh.bounds.poisson_log import exp_secant_factor
+from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
+from pymc_minibatch_mh.bounds.poisson_log import exp_secant_factor, highest_predictor
 
 #: The grid of ``eta`` on which the suprema of ``f_1`` are searched: below it ``f_1``
 #: is ``eta`` up to ``O(exp(eta))`` terms, above it every derivative is below 1e-30.
@@ -117,8 +117,7 @@ def collapsed_bound(design, offset, observed, q_map: np.ndarray, region) -> Line
     offset = per_datum(offset, design.shape[0], "offset")
     q_map = np.asarray(q_map, dtype=np.float64)
     anchor = design @ q_map + offset
-    eta_centre = design @ region.centre + offset
-    eta_high = eta_centre + region.row_radii() * _row_norms(design, region.chol)
+    eta_high = highest_predictor(design, offset, region)
     value, slope, curvature = bound_coefficients(anchor, eta_high, observed)
     if not np.all(np.isfinite(value) & np.isfinite(slope)):
         raise UnsupportedBound(
