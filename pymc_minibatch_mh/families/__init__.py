@@ -14,6 +14,7 @@ families' numerics still live in their bound modules.
 from pymc_minibatch_mh.families.registry import (
     FAMILY_RECORDS,
     Family,
+    family_described,
     family_label,
     family_record,
     names_where,
@@ -23,6 +24,7 @@ from pymc_minibatch_mh.families.registry import (
 __all__ = [
     "FAMILY_RECORDS",
     "Family",
+    "family_described",
     "family_label",
     "family_record",
     "names_where",

@@ -72,6 +72,9 @@ class Family:
         or hurdle).
     compiled_code : int or None
         Its code in the compiled split-HMC kernels, or None.
+    link : str or None
+        The link, named in messages where the label alone is ambiguous (``"probit"``
+        beside the logistic Bernoulli), or None.
     """
 
     name: str
@@ -93,6 +96,7 @@ class Family:
     firefly_region: bool = False
     negative_binomial_counts: bool = False
     compiled_code: int | None = None
+    link: str | None = None
 
 
 _FREE_SCALE = (
@@ -119,6 +123,7 @@ _RECORDS = (
         "Bernoulli",
         "Bernoulli(p=pm.math.invprobit(eta))",
         support="binary",
+        link="probit",
     ),
     Family(
         "bernoulli_cloglog",
@@ -127,6 +132,7 @@ _RECORDS = (
         support="binary",
         unbounded_curvature=True,
         firefly_region=True,
+        link="complementary log-log",
     ),
     Family(
         "binomial_logit",
@@ -301,6 +307,15 @@ def family_label(name: str) -> str:
     """PyMC's name of the family's distribution (the name itself when not registered)."""
     record = FAMILY_RECORDS.get(name)
     return name if record is None else record.label
+
+
+def family_described(name: str) -> str:
+    """The family's label with its link where the label alone is ambiguous, for prose
+    (``"Bernoulli (probit link)"``)."""
+    record = FAMILY_RECORDS.get(name)
+    if record is None or record.link is None:
+        return family_label(name)
+    return f"{record.label} ({record.link} link)"
 
 
 def support_sentence() -> str:

@@ -43,7 +43,11 @@ from pymc_minibatch_mh.bounds.student_t import map_tuned_student_t, untuned_stud
 from pymc_minibatch_mh.bounds.sum_bound import SumBound
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius, grown_shape
 from pymc_minibatch_mh.families import bernoulli_cloglog, bernoulli_probit
-from pymc_minibatch_mh.families.registry import family_label, family_record, names_where
+from pymc_minibatch_mh.families.registry import (
+    family_described,
+    family_record,
+    names_where,
+)
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation
 from pymc_minibatch_mh.kernels.brightening_rates import (
     CellRateEvidence,
@@ -576,7 +580,7 @@ initial_point, compile_kwargs, blocked
         if getattr(lp, "row_scales", False):
             if self._bound_request != "map":
                 raise UnsupportedLikelihood(
-                    f"FlyMC's bound for a {family_label(lp.family)} likelihood whose sigma "
+                    f"FlyMC's bound for a {family_described(lp.family)} likelihood whose sigma "
                     "differs between rows holds on a trust region around the MAP, so it needs "
                     "bound='map' (the default), not bound='untuned'. TunaMH() covers this "
                     "model too."
@@ -596,7 +600,7 @@ initial_point, compile_kwargs, blocked
             return
         if family_record(lp.family).firefly_region and self._bound_request != "map":
             raise UnsupportedLikelihood(
-                f"FlyMC's {family_label(lp.family)} bound holds on a trust region around the "
+                f"FlyMC's {family_described(lp.family)} bound holds on a trust region around the "
                 "MAP, so it needs bound='map' (the default), not bound='untuned'."
             )
         if not family_record(lp.family).firefly_bound:
@@ -606,8 +610,8 @@ initial_point, compile_kwargs, blocked
                 "fixed value for all rows; here sigma differs between rows.",
             }.get(lp.family, "")
             raise UnsupportedLikelihood(
-                f"FlyMC has no built-in bound for the {family_label(lp.family)} likelihood of "
-                f"this model (supported: {', '.join(map(family_label, bounded))})."
+                f"FlyMC has no built-in bound for the {family_described(lp.family)} likelihood of "
+                f"this model (supported: {', '.join(map(family_described, bounded))})."
                 f"{hint} Pass "
                 "`bound=<object>` with "
                 "n_data, log_bound(q, idx) and log_bound_sum(q) to use FlyMC anyway, or use "

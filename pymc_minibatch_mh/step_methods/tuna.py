@@ -28,7 +28,7 @@ from pymc_minibatch_mh.bounds.taylor_remainder import (
 )
 from pymc_minibatch_mh.bounds.trust_region import RADIUS_MARGIN, default_radius, grown_shape
 from pymc_minibatch_mh.data.pass_tally import record_rows
-from pymc_minibatch_mh.families.registry import family_label, family_record
+from pymc_minibatch_mh.families.registry import family_described, family_record
 from pymc_minibatch_mh.kernels.adaptation import CovarianceWindow, ScaleAdaptation
 from pymc_minibatch_mh.kernels.group_sweep import group_tuna_sweep
 from pymc_minibatch_mh.kernels.proposals import ProposalMixture
@@ -440,7 +440,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
                 "TunaMH() with control variates, or MinibatchBarker / Austere."
             )
         if not use and not self._user_bound and self._lp.scale_is_free:
-            label, param = family_label(self._lp.family), family_record(self._lp.family).scale
+            label, param = family_described(self._lp.family), family_record(self._lp.family).scale
             raise UnsupportedBound(
                 f"TunaMH found a {label} likelihood with a free {param}, whose "
                 f"log-density has no Lipschitz bound in log({param}); its bound needs control "
@@ -454,7 +454,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
         if checked and lipschitz is None:
             raise UnsupportedBound(
                 f"TunaMH without control variates has no Lipschitz bound for a "
-                f"{family_label(self._lp.family)} likelihood, and control variates are off "
+                f"{family_described(self._lp.family)} likelihood, and control variates are off "
                 f"({self._control_variates_unavailable() or 'control_variates=False'}). Use "
                 "TunaMH() with control variates, or MinibatchBarker / Austere."
             )
@@ -465,7 +465,7 @@ start_at_reference, tune, adapt_cov, data_dim, progressbar
                     names=list(self.tall_data.var_names), ndim=self.tall_data.ndim
                 )
                 raise UnsupportedBound(
-                    f"TunaMH found a {family_label(self._lp.family)} likelihood, whose "
+                    f"TunaMH found a {family_described(self._lp.family)} likelihood, whose "
                     "log-density is not "
                     "Lipschitz in the parameters on an unbounded space, and control variates "
                     f"are off ({self._control_variates_unavailable() or 'control_variates=False'})"

@@ -18,6 +18,7 @@ from link_models import link_model, logp_rows, recognised
 from scipy.special import log_ndtr
 
 from pymc_minibatch_mh import FlyMC, TunaMH
+from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
 from pymc_minibatch_mh.families import bernoulli_probit as probit
 from pymc_minibatch_mh.likelihood.linear_predictor import UnsupportedLikelihood
 
@@ -83,3 +84,11 @@ def test_exact_steps_take_a_probit_model_with_no_arguments(step_class):
     with link_model(pm.math.invprobit):
         step = step_class(progressbar=False)
     assert step._lp.family == "bernoulli_probit"
+
+
+def test_tuna_without_control_variates_names_the_link_it_cannot_bound():
+    """The probit density has no Lipschitz bound on the whole space; the refusal names the
+    link, since "Bernoulli" alone would also describe the logistic family it does bound."""
+    with link_model(pm.math.invprobit):
+        with pytest.raises(UnsupportedBound, match=r"Bernoulli \(probit link\) likelihood"):
+            TunaMH(control_variates=False, progressbar=False)

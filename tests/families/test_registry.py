@@ -17,6 +17,7 @@ import pytest
 
 from pymc_minibatch_mh.families import (
     FAMILY_RECORDS,
+    family_described,
     family_label,
     family_record,
     names_where,
@@ -34,6 +35,10 @@ def test_lookup_by_name_and_by_capability():
     assert family_record("poisson_log").label == "Poisson"
     assert family_label("zinb_log") == "ZeroInflatedNegativeBinomial"
     assert family_label("no_such_family") == "no_such_family"
+    # Three families share PyMC's label; prose names their links.
+    assert family_described("bernoulli_probit") == "Bernoulli (probit link)"
+    assert family_described("bernoulli_cloglog") == "Bernoulli (complementary log-log link)"
+    assert family_described("poisson_log") == "Poisson"
     assert names_where(ordinal=True) == ("ordered_logistic", "ordered_probit")
     assert names_where(odds_channel=True) == ("zinb_log", "hurdle_nb_log")
     assert set(names_where(lipschitz="box")) == {"poisson_log", "normal"}
