@@ -7,14 +7,14 @@ With mean ``exp(eta_n)`` and shape ``alpha`` (rate ``alpha e^{-eta_n}``) the log
 
 with ``t = log alpha`` and ``u_n = y_n e^{-eta}``. In ``eta`` it is concave with curvature
 ``f_n'' = -alpha u_n``, unbounded as ``eta`` falls, so, as for the Poisson-log
-(:mod:`pymc_minibatch_mh.bounds.poisson_log`), a quadratic lower bound holds only where
+(:mod:`pymc_minibatch_mh.families.poisson_log`), a quadratic lower bound holds only where
 ``eta`` is bounded below. On the trust region ``R`` around the MAP,
 ``eta_n >= eta_n^c - rho ||L^T x_n||`` (``eta_n^c`` at the region's centre), so
 ``u_n <= u_n^hi = y_n exp(-eta_n^c + rho ||L^T x_n||)``.
 
 * **Fixed shape.** The tangent at the MAP's ``eta_n*`` lies above ``f_n`` by
   ``alpha u_n* d^2 e(-d)`` at ``eta = eta* + d``, with ``e`` the increasing
-  :func:`~pymc_minibatch_mh.bounds.poisson_log.exp_secant_factor`; on ``R`` that is at most
+  :func:`~pymc_minibatch_mh.bounds.exp_tangent.exp_secant_factor`; on ``R`` that is at most
   ``alpha u_n* e(h_n) d^2`` with ``h_n = log(u_n^hi / u_n*)``, so
   ``f_n(eta) >= f_n(eta*) + alpha (u_n* - 1) (eta - eta*) - alpha u_n* e(h_n) (eta - eta*)^2``
   (equal at the bottom of the interval; Taylor's Lagrange form, with ``alpha u_n^hi / 2``
@@ -51,9 +51,9 @@ from pymc_minibatch_mh.bounds.collapsed import (
     LinearQuadraticBound,
     as_design,
 )
+from pymc_minibatch_mh.bounds.exp_tangent import exp_secant_factor
 from pymc_minibatch_mh.bounds.free_scale import FreeScaleQuadraticBound, two_channel_bound
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound, _row_norms
-from pymc_minibatch_mh.bounds.poisson_log import exp_secant_factor
 from pymc_minibatch_mh.bounds.taylor_remainder import grid_supremum_over
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.data.pass_tally import record_rows
@@ -118,7 +118,7 @@ def map_tuned_gamma_log(
         alpha = lp.params["alpha"]
         # The least curvature of the tangent below f_n for eta >= eta_lo: the gap of
         # exp(-eta) from its tangent at the anchor, largest relative to d^2 at eta_lo
-        # (as for the Poisson-log, poisson_log.exp_secant_factor).
+        # (as for the Poisson-log, exp_tangent.exp_secant_factor).
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             drop = np.maximum(np.log(u_hi) - np.log(u_map), 0.0)
         curvature = -alpha * u_map * exp_secant_factor(drop)

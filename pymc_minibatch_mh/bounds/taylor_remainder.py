@@ -142,8 +142,7 @@ from pymc_minibatch_mh.data import blocks as data_blocks
 from pymc_minibatch_mh.data.chunk_pass import design_map
 from pymc_minibatch_mh.data.pass_tally import record_rows
 from pymc_minibatch_mh.data.row_design import design_rows
-from pymc_minibatch_mh.families import bernoulli_cloglog, bernoulli_probit
-from pymc_minibatch_mh.families.registry import FAMILY_RECORDS, family_record
+from pymc_minibatch_mh.families.registry import FAMILY_RECORDS, family_numerics, family_record
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (kept out of the import path)
     from pymc_minibatch_mh.likelihood.glm_likelihoods import LinearPredictorLikelihood
@@ -206,8 +205,9 @@ def third_derivative_bound(lp: LinearPredictorLikelihood) -> np.ndarray:
     n = lp.n_data
     if lp.family == "bernoulli_logit":
         return np.full(n, LOGISTIC_THIRD_DERIVATIVE)
-    if lp.family == "bernoulli_probit":
-        return np.full(n, bernoulli_probit.third_derivative_supremum())
+    numerics = family_numerics(lp.family)
+    if numerics is not None and not family_record(lp.family).unbounded_curvature:
+        return numerics.third_derivative_bounds(lp, None)
     if lp.family == "binomial_logit":
         # y eta - n log(1 + e^eta): the third derivative is -n sigmoid''(eta).
         trials = np.broadcast_to(np.asarray(lp.params["n"], dtype=np.float64), (n,))
@@ -405,13 +405,9 @@ def taylor_remainder_bound(
         c = _free_scale_constants(lp, region)
     else:
         norms = _row_norms(lp.design, chol)
-        if lp.family == "poisson_log":
-            _, eta_hi = _eta_ranges(lp, region, norms)
-            with np.errstate(over="ignore"):
-                l3 = np.exp(eta_hi)
-        elif lp.family == "bernoulli_cloglog":
-            _, eta_hi = _eta_ranges(lp, region, norms)
-            l3 = bernoulli_cloglog.third_derivative_bounds(eta_hi, lp.observed)
+        numerics = family_numerics(lp.family)
+        if numerics is not None and family_record(lp.family).unbounded_curvature:
+            l3 = numerics.third_derivative_bounds(lp, _eta_ranges(lp, region, norms))
         elif lp.family == "gamma_log":
             eta_lo, _ = _eta_ranges(lp, region, norms)
             y = np.asarray(lp.observed, dtype=np.float64)

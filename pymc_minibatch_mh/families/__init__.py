@@ -1,13 +1,12 @@
 """The likelihood families the package recognises, and what each step can do with them.
 
 This layer imports neither PyMC nor PyTensor, so kernels, bounds and the recogniser all
-read the same records (:mod:`.registry`). A family added since the registry is one module
-here with its numerics (:mod:`.bernoulli_probit`, :mod:`.bernoulli_cloglog`: density,
-derivatives, certified constants, FlyMC's bound) plus its record; the rest of the package
-reaches it through four one-line hooks that still name it: the recogniser's graph match
-(:mod:`pymc_minibatch_mh.likelihood.glm_families`), the numpy density
-(:func:`pymc_minibatch_mh.likelihood.glm_likelihoods.family_loglik`), TunaMH's constants
-(:mod:`pymc_minibatch_mh.bounds.taylor_remainder`) and FlyMC's bound dispatch. The older
+read the same records (:mod:`.registry`). A family whose record has ``numerics=True`` is
+one module here (:mod:`.bernoulli_probit`, :mod:`.bernoulli_cloglog`, :mod:`.poisson_log`:
+density, derivatives, certified constants, FlyMC's bound) with the interface of
+:func:`.registry.family_numerics`; the numpy density, TunaMH's constants and FlyMC's bound
+reach it through that function. Adding such a family is its module, its record and the
+recogniser's graph match (:mod:`pymc_minibatch_mh.likelihood.glm_families`). The older
 families' numerics still live in their bound modules.
 """
 
@@ -16,6 +15,7 @@ from pymc_minibatch_mh.families.registry import (
     Family,
     family_described,
     family_label,
+    family_numerics,
     family_record,
     names_where,
     support_sentence,
@@ -26,6 +26,7 @@ __all__ = [
     "Family",
     "family_described",
     "family_label",
+    "family_numerics",
     "family_record",
     "names_where",
     "support_sentence",

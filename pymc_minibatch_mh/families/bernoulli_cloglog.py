@@ -8,7 +8,7 @@ With ``u = exp(eta)`` a row's log-likelihood is ``f_0(eta) = -u`` where ``y = 0`
   third-derivative constant is ``exp(eta_hi)``, and FlyMC's bound is the tangent at the
   anchor ``m`` less ``exp(m) e(eta_hi - m) (eta - m)^2`` with
   ``e(h) = (exp(h) - 1 - h) / h^2`` (the least such curvature, as for the Poisson,
-  :mod:`pymc_minibatch_mh.bounds.poisson_log`).
+  :mod:`pymc_minibatch_mh.families.poisson_log`).
 * ``f_1`` has bounded derivatives. With ``r = u / (exp(u) - 1)``:
 
       f_1' = r,   f_1'' = r - u r - r^2,   f_1''' = f_1'' (1 - u - 2 r) - u r,
@@ -36,9 +36,9 @@ from functools import lru_cache
 import numpy as np
 
 from pymc_minibatch_mh.bounds.collapsed import LinearQuadraticBound, as_design, per_datum
+from pymc_minibatch_mh.bounds.exp_tangent import exp_secant_factor, highest_predictor
 from pymc_minibatch_mh.bounds.grid_supremum import supremum_on_grid
 from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
-from pymc_minibatch_mh.bounds.poisson_log import exp_secant_factor, highest_predictor
 
 #: The grid of ``eta`` on which the suprema of ``f_1`` are searched: below it ``f_1``
 #: is ``eta`` up to ``O(exp(eta))`` terms, above it every derivative is below 1e-30.
@@ -49,7 +49,7 @@ def _positive(observed) -> np.ndarray:
     return np.asarray(observed) > 0.5
 
 
-def loglik(eta, observed) -> np.ndarray:
+def loglik(eta, y, params=None) -> np.ndarray:
     """Per-row ``log p(y | eta)``: ``-exp(eta)`` for ``y = 0``, ``log(1 - exp(-exp(eta)))``
     for ``y = 1`` (``eta - exp(eta) / 2`` where ``exp(eta)`` is tiny)."""
     eta = np.asarray(eta, dtype=np.float64)
@@ -57,7 +57,7 @@ def loglik(eta, observed) -> np.ndarray:
         u = np.exp(eta)
     with np.errstate(divide="ignore"):
         one = np.where(u < 1e-8, eta - 0.5 * u, np.log(-np.expm1(-u)))
-    return np.where(_positive(observed), one, -u)
+    return np.where(_positive(y), one, -u)
 
 
 def positive_row_derivatives(eta) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -85,7 +85,7 @@ def third_derivative_supremum() -> float:
     return supremum_on_grid(lambda e: positive_row_derivatives(e)[2], np.linspace(*_GRID))
 
 
-def third_derivative_bounds(eta_high, observed) -> np.ndarray:
+def row_third_derivative_bounds(eta_high, observed) -> np.ndarray:
     """TunaMH's ``L3`` of each row on an interval ``eta <= eta_high``."""
     with np.errstate(over="ignore"):
         zero_rows = np.exp(np.asarray(eta_high, dtype=np.float64))
@@ -138,3 +138,19 @@ def collapsed_bound(design, offset, observed, q_map: np.ndarray, region) -> Line
         region=region,
         unbounded=unbounded,
     )
+
+
+def third_derivative_bounds(lp, eta_range) -> np.ndarray:
+    """TunaMH's per-row constant on each row's ``(eta_lo, eta_hi)``: a zero row's grows
+    with ``eta_hi``, so a range is needed."""
+    if eta_range is None:
+        raise UnsupportedBound(
+            "The complementary log-log rows with y = 0 have a third derivative exp(eta) "
+            "without bound on the whole space; it holds on a trust region only."
+        )
+    return row_third_derivative_bounds(eta_range[1], lp.observed)
+
+
+def firefly_bound(lp, q_map, q_init, region) -> LinearQuadraticBound:
+    """FlyMC's bound (:func:`collapsed_bound`) of the likelihood ``lp`` on ``region``."""
+    return collapsed_bound(lp.design, lp.offset, lp.observed, q_map, region)

@@ -54,9 +54,9 @@ def signed_predictor(eta, observed) -> np.ndarray:
     return np.where(np.asarray(observed) > 0.5, eta, -eta)
 
 
-def loglik(eta, observed) -> np.ndarray:
+def loglik(eta, y, params=None) -> np.ndarray:
     """Per-row ``log p(y | eta) = log Phi(s)``, stable in both tails."""
-    return log_ndtr(signed_predictor(eta, observed))
+    return log_ndtr(signed_predictor(eta, y))
 
 
 def mills_ratio(s) -> np.ndarray:
@@ -110,3 +110,16 @@ def collapsed_bound(design, offset, observed, q_anchor: np.ndarray) -> LinearQua
         centre=q_anchor,
         family="bernoulli_probit",
     )
+
+
+def third_derivative_bounds(lp, eta_range) -> np.ndarray:
+    """TunaMH's per-row constant: the global supremum for every row (``eta_range`` is not
+    needed)."""
+    return np.full(lp.n_data, third_derivative_supremum())
+
+
+def firefly_bound(lp, q_map, q_init, region) -> LinearQuadraticBound:
+    """FlyMC's bound (:func:`collapsed_bound`), tight at ``q_map`` (``q_init`` untuned); it
+    holds everywhere, so ``region`` is not used."""
+    anchor = q_init if q_map is None else q_map
+    return collapsed_bound(lp.design, lp.offset, lp.observed, anchor)

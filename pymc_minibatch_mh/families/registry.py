@@ -12,8 +12,9 @@ stay in their modules (:mod:`pymc_minibatch_mh.likelihood.glm_likelihoods`,
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, fields
-from types import MappingProxyType
+from types import MappingProxyType, ModuleType
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,10 @@ class Family:
     link : str or None
         The link, named in messages where the label alone is ambiguous (``"probit"``
         beside the logistic Bernoulli), or None.
+    numerics : bool
+        Its numerics are one module, ``pymc_minibatch_mh.families.<name>``, with the
+        functions every such module has (:func:`family_numerics`); the bounds and the
+        numpy density reach it through that function instead of a branch naming it.
     """
 
     name: str
@@ -97,6 +102,7 @@ class Family:
     negative_binomial_counts: bool = False
     compiled_code: int | None = None
     link: str | None = None
+    numerics: bool = False
 
 
 _FREE_SCALE = (
@@ -124,6 +130,7 @@ _RECORDS = (
         "Bernoulli(p=pm.math.invprobit(eta))",
         support="binary",
         link="probit",
+        numerics=True,
     ),
     Family(
         "bernoulli_cloglog",
@@ -133,6 +140,7 @@ _RECORDS = (
         unbounded_curvature=True,
         firefly_region=True,
         link="complementary log-log",
+        numerics=True,
     ),
     Family(
         "binomial_logit",
@@ -179,6 +187,7 @@ _RECORDS = (
         lipschitz="box",
         unbounded_curvature=True,
         firefly_region=True,
+        numerics=True,
     ),
     Family(
         "negative_binomial",
@@ -307,6 +316,33 @@ def family_label(name: str) -> str:
     """PyMC's name of the family's distribution (the name itself when not registered)."""
     record = FAMILY_RECORDS.get(name)
     return name if record is None else record.label
+
+
+#: What every module of family numerics defines (:func:`family_numerics`).
+NUMERICS_INTERFACE = ("loglik", "third_derivative_bounds", "firefly_bound")
+
+
+def family_numerics(name: str) -> ModuleType | None:
+    """The module holding the family's numerics, or None for a family whose numerics
+    still live in the bound modules.
+
+    Each such module defines, with one signature for every family:
+
+    - ``loglik(eta, y, params)``: the per-row log density (numpy);
+    - ``third_derivative_bounds(lp, eta_range)``: per row, a bound on
+      ``|d^3 log p / d eta^3|`` (TunaMH's Taylor remainder), over all ``eta`` when
+      ``eta_range`` is None, else over each row's ``(eta_lo, eta_hi)`` (a family with
+      ``unbounded_curvature`` is always given a range);
+    - ``firefly_bound(lp, q_map, q_init, region)``: FlyMC's collapsed lower bound, tight
+      at ``q_map`` (at ``q_init`` when ``q_map`` is None), holding on ``region`` (None for a
+      family without ``firefly_region``).
+
+    The module is imported on first use (it imports the bounds' generic machinery, which
+    itself reads this registry).
+    """
+    if not family_record(name).numerics:
+        return None
+    return importlib.import_module(f"pymc_minibatch_mh.families.{name}")
 
 
 def family_described(name: str) -> str:

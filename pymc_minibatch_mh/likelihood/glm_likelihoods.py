@@ -16,8 +16,12 @@ import numpy as np
 from scipy.special import expit, gammaln, log_expit, log_ndtr, logsumexp
 
 from pymc_minibatch_mh.data.row_design import RowDesign
-from pymc_minibatch_mh.families import bernoulli_cloglog, bernoulli_probit
-from pymc_minibatch_mh.families.registry import FAMILY_RECORDS, family_record, names_where
+from pymc_minibatch_mh.families.registry import (
+    FAMILY_RECORDS,
+    family_numerics,
+    family_record,
+    names_where,
+)
 
 
 class UnsupportedLikelihood(ValueError):
@@ -446,21 +450,18 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
     params : dict
         Fixed parameters (scalars or arrays broadcastable to ``(n,)``).
     """
+    numerics = family_numerics(family)
+    if numerics is not None:
+        return numerics.loglik(eta, y, params)
     if family == "bernoulli_logit":
         # log sigmoid(s) = -log(1 + exp(-s)), with s = eta for y = 1 and -eta for y = 0.
         return -np.logaddexp(0.0, np.where(y > 0.5, -eta, eta))
-    if family == "bernoulli_probit":
-        return bernoulli_probit.loglik(eta, y)
-    if family == "bernoulli_cloglog":
-        return bernoulli_cloglog.loglik(eta, y)
     if family == "binomial_logit":
         # y log sigmoid(eta) + (n - y) log sigmoid(-eta) = y eta - n log(1 + exp(eta)).
         n = np.asarray(params["n"], dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
         log_choose = gammaln(n + 1.0) - gammaln(y + 1.0) - gammaln(n - y + 1.0)
         return log_choose + y * eta - n * np.logaddexp(0.0, eta)
-    if family == "poisson_log":
-        return y * eta - np.exp(eta) - gammaln(y + 1.0)
     if family == "negative_binomial":
         return _negative_binomial(eta, y, params["alpha"])[0]
     if family in names_where(odds_channel=True):

@@ -32,7 +32,6 @@ from pymc_minibatch_mh.bounds.looseness import (
 from pymc_minibatch_mh.bounds.negative_binomial import negative_binomial_bound
 from pymc_minibatch_mh.bounds.normal_exact import exact_normal_likelihood
 from pymc_minibatch_mh.bounds.ordinal_taylor import map_tuned_ordinal
-from pymc_minibatch_mh.bounds.poisson_log import map_tuned_poisson_log
 from pymc_minibatch_mh.bounds.region_taylor import CHANNEL_DERIVATIVES, map_tuned_region_taylor
 from pymc_minibatch_mh.bounds.row_cells import (
     CellRegion,
@@ -42,9 +41,9 @@ from pymc_minibatch_mh.bounds.row_cells import (
 from pymc_minibatch_mh.bounds.student_t import map_tuned_student_t, untuned_student_t
 from pymc_minibatch_mh.bounds.sum_bound import SumBound
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius, grown_shape
-from pymc_minibatch_mh.families import bernoulli_cloglog, bernoulli_probit
 from pymc_minibatch_mh.families.registry import (
     family_described,
+    family_numerics,
     family_record,
     names_where,
 )
@@ -1195,10 +1194,11 @@ def _build_bound(
     (Poisson-log, Gamma-log: MAP-tuned on the trust region ``region``). A MAP-tuned
     Bernoulli bound also holds its rows' norms through ``row_norms_chol``, if given."""
     family = lp.family
+    numerics = family_numerics(family)
+    if numerics is not None:
+        return numerics.firefly_bound(lp, q_map, q_init, region)
     if family_record(family).negative_binomial_counts:  # alone, zero-inflated or hurdle
         return negative_binomial_bound(lp, q_map, q_init)
-    if family == "poisson_log":
-        return map_tuned_poisson_log(lp.design, lp.offset, lp.observed, q_map, region)
     if family == "gamma_log":
         return map_tuned_gamma_log(lp, q_map, region)
     if family_record(family).ordinal:
@@ -1210,11 +1210,6 @@ def _build_bound(
         return exact_normal_likelihood(lp, q_init if q_map is None else q_map)
     if lp.free_scale:
         return map_tuned_free_scale(lp, q_map, region)
-    if family == "bernoulli_cloglog":
-        return bernoulli_cloglog.collapsed_bound(lp.design, lp.offset, lp.observed, q_map, region)
-    if family == "bernoulli_probit":
-        anchor = q_init if q_map is None else q_map
-        return bernoulli_probit.collapsed_bound(lp.design, lp.offset, lp.observed, anchor)
     if family in ("bernoulli_logit", "binomial_logit"):
         trials = lp.params.get("n")  # Binomial: a sum of n Bernoulli bounds per row
         if q_map is None:

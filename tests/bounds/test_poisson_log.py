@@ -5,8 +5,8 @@ import pytest
 from region_points import points_in_region
 from scipy import special
 
-from pymc_minibatch_mh.bounds.poisson_log import map_tuned_poisson_log
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion, default_radius
+from pymc_minibatch_mh.families.poisson_log import map_tuned_poisson_log
 
 N = 500
 
@@ -62,7 +62,7 @@ def test_negative_control_the_bound_fails_far_outside_the_region(case):
 def test_secant_factor_matches_its_integral_and_increases():
     from scipy import integrate
 
-    from pymc_minibatch_mh.bounds.poisson_log import exp_secant_factor
+    from pymc_minibatch_mh.bounds.exp_tangent import exp_secant_factor
 
     h = np.array([-3.0, -1e-4, 0.0, 1e-5, 5e-4, 0.2, 2.0, 8.0])
     integral = [integrate.quad(lambda t, d=d: (1 - t) * np.exp(t * d), 0, 1)[0] for d in h]

@@ -10,11 +10,11 @@ from pymc_minibatch_mh.bounds import free_scale, negative_binomial
 from pymc_minibatch_mh.bounds.bohning import untuned_bohning
 from pymc_minibatch_mh.bounds.jaakkola_jordan import map_tuned_jaakkola_jordan
 from pymc_minibatch_mh.bounds.lipschitz import _eta_range, _row_norms
-from pymc_minibatch_mh.bounds.poisson_log import map_tuned_poisson_log
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 from pymc_minibatch_mh.data.chunk_pass import design_map, design_sum
 from pymc_minibatch_mh.data.row_design import FeatureBlock, RowDesign
 from pymc_minibatch_mh.data.row_source import RowSource
+from pymc_minibatch_mh.families.poisson_log import map_tuned_poisson_log
 
 N, P, CHUNK = 6_000, 4, 1_500  # four chunks of chunked data
 

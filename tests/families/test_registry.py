@@ -102,3 +102,26 @@ def test_the_families_layer_imports_neither_pymc_nor_pytensor():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]", out
+
+
+def test_family_numerics_modules_share_one_interface():
+    """Each family marked ``numerics`` is a module with the same three functions and the
+    same parameters; a family without the mark has none (negative control)."""
+    import inspect
+
+    from pymc_minibatch_mh.families.registry import NUMERICS_INTERFACE, family_numerics
+
+    with_numerics = [n for n, r in FAMILY_RECORDS.items() if r.numerics]
+    assert {"bernoulli_probit", "bernoulli_cloglog", "poisson_log"} <= set(with_numerics)
+    signatures = {}
+    for name in with_numerics:
+        module = family_numerics(name)
+        assert module.__name__ == f"pymc_minibatch_mh.families.{name}"
+        for function in NUMERICS_INTERFACE:
+            signatures.setdefault(function, set()).add(
+                tuple(inspect.signature(getattr(module, function)).parameters)
+            )
+    assert all(len(forms) == 1 for forms in signatures.values()), signatures
+    assert family_numerics("bernoulli_logit") is None
+    with pytest.raises(ValueError, match="Unknown likelihood family"):
+        family_numerics("logit")

@@ -1,4 +1,5 @@
-"""Gaussian-in-eta lower bound for the Poisson likelihood with a log link, on a trust region.
+"""Poisson rows with a log link, ``y ~ Poisson(exp(eta))``: density, TunaMH's constants and
+FlyMC's lower bound on a trust region.
 
 For ``y_n ~ Poisson(exp(eta_n))`` the log density is
 ``f_n(eta) = y_n eta - exp(eta) - log(y_n!)``, with ``f_n'' = -exp(eta)``: concave, but its
@@ -24,7 +25,7 @@ smaller). The bound is tight at ``m_n``, the linear predictor at the MAP. On the
 which is the ``eta_hi`` used per datum. FlyMC rejects proposals outside ``R`` before
 reading any datum, so the chain is exact for the posterior restricted to ``R``. A row whose
 ``exp(eta_hi)`` overflows gets no bound (``log B_n = -inf``): FlyMC reads it at every
-iteration.
+iteration. TunaMH's third-derivative constant on the same interval is ``exp(eta_hi)``.
 
 References
 ----------
@@ -43,7 +44,8 @@ from pymc_minibatch_mh.bounds.collapsed import (
     as_design,
     per_datum,
 )
-from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound, _row_norms
+from pymc_minibatch_mh.bounds.exp_tangent import exp_secant_factor, highest_predictor
+from pymc_minibatch_mh.bounds.lipschitz import UnsupportedBound
 from pymc_minibatch_mh.bounds.trust_region import TrustRegion
 
 
@@ -108,24 +110,23 @@ def map_tuned_poisson_log(
     )
 
 
-def highest_predictor(design, offset: np.ndarray, region) -> np.ndarray:
-    """Each row's largest ``eta = x . q + o`` on ``region``: its value at the centre plus
-    the radius (one for an ellipsoid, the row's cell's for a CellRegion) times
-    ``||L^T x||``."""
-    eta_centre = design @ region.centre + offset
-    return eta_centre + region.row_radii() * _row_norms(design, region.chol)
+def loglik(eta, y, params=None) -> np.ndarray:
+    """Per-row ``log p(y | eta) = y eta - exp(eta) - log(y!)``."""
+    return y * eta - np.exp(eta) - special.gammaln(y + 1.0)
 
 
-def exp_secant_factor(h: np.ndarray) -> np.ndarray:
-    """``e(h) = (exp(h) - 1 - h) / h^2`` (``1/2`` at ``h = 0``), increasing in ``h``.
+def third_derivative_bounds(lp, eta_range) -> np.ndarray:
+    """``exp(eta_hi)`` per row (``inf`` where it overflows): the third derivative,
+    ``-exp(eta)``, grows without bound, so only a range of ``eta`` gives one."""
+    if eta_range is None:
+        raise UnsupportedBound(
+            "The Poisson-log third derivative exp(eta) has no bound on the whole space; "
+            "it holds on a trust region only."
+        )
+    with np.errstate(over="ignore"):
+        return np.exp(eta_range[1])
 
-    ``exp(m) e(h) d^2`` is the gap between ``exp`` and its tangent at ``m`` at ``m + d``
-    with ``d = h``; ``inf`` where ``exp(h)`` overflows. A series near 0, where the
-    closed form cancels.
-    """
-    h = np.asarray(h, dtype=np.float64)
-    small = np.abs(h) < 1e-3
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        closed = (np.expm1(h) - h) / (h * h)
-    series = 0.5 + h / 6.0 + h * h / 24.0
-    return np.where(small, series, closed)
+
+def firefly_bound(lp, q_map, q_init, region) -> LinearQuadraticBound:
+    """FlyMC's bound (:func:`map_tuned_poisson_log`) of the likelihood ``lp``."""
+    return map_tuned_poisson_log(lp.design, lp.offset, lp.observed, q_map, region)
