@@ -408,11 +408,6 @@ def taylor_remainder_bound(
         numerics = family_numerics(lp.family)
         if numerics is not None and family_record(lp.family).unbounded_curvature:
             l3 = numerics.third_derivative_bounds(lp, _eta_ranges(lp, region, norms))
-        elif lp.family == "gamma_log":
-            eta_lo, _ = _eta_ranges(lp, region, norms)
-            y = np.asarray(lp.observed, dtype=np.float64)
-            with np.errstate(over="ignore"):
-                l3 = lp.params["alpha"] * y * np.exp(-eta_lo)
         elif lp.family in ("beta_logit", "zip_log", "hurdle_poisson_log"):
             l3 = region_third_derivatives(lp, region, norms)[0]
         else:

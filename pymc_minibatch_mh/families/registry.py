@@ -207,6 +207,7 @@ _RECORDS = (
         scale="alpha",
         unbounded_curvature=True,
         firefly_region=True,
+        numerics=True,
     ),
     Family(
         "beta_logit",

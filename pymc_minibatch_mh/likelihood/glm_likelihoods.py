@@ -477,16 +477,6 @@ def family_loglik(family: str, eta: np.ndarray, y: np.ndarray, params: dict) -> 
         with np.errstate(divide="ignore"):
             truncated = counts - np.log(-np.expm1(log_p0))
         return np.where(y > 0, log_odds - log_norm + truncated, -log_norm)
-    if family == "gamma_log":
-        # mean exp(eta), shape alpha (rate alpha e^{-eta}):
-        # alpha log alpha - alpha eta + (alpha - 1) log y - alpha y e^{-eta} - log Gamma(alpha).
-        alpha = np.asarray(params["alpha"], dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64)
-        return (
-            alpha * (np.log(alpha) - eta - y * np.exp(-eta))
-            + (alpha - 1.0) * np.log(y)
-            - gammaln(alpha)
-        )
     if family == "zip_log":
         # psi = odds / (1 + odds): P(0) = (1 - psi) + psi e^{-mu}, P(y > 0) = psi Poisson.
         log_odds = np.log(np.asarray(params["odds"], dtype=np.float64))

@@ -16,7 +16,6 @@ from pymc_minibatch_mh.bounds.bohning import map_tuned_bohning, untuned_bohning
 from pymc_minibatch_mh.bounds.collapsed import CollapsedQuadratic
 from pymc_minibatch_mh.bounds.excluded_mass import GROWTH_FACTOR
 from pymc_minibatch_mh.bounds.free_scale import map_tuned_free_scale
-from pymc_minibatch_mh.bounds.gamma_log import map_tuned_gamma_log
 from pymc_minibatch_mh.bounds.glm_bright_rows import glm_rows_factory
 from pymc_minibatch_mh.bounds.jaakkola_jordan import (
     UNTUNED_XI,
@@ -1199,8 +1198,6 @@ def _build_bound(
         return numerics.firefly_bound(lp, q_map, q_init, region)
     if family_record(family).negative_binomial_counts:  # alone, zero-inflated or hurdle
         return negative_binomial_bound(lp, q_map, q_init)
-    if family == "gamma_log":
-        return map_tuned_gamma_log(lp, q_map, region)
     if family_record(family).ordinal:
         return map_tuned_ordinal(lp, q_map, region)
     if family in CHANNEL_DERIVATIVES or getattr(lp, "row_scales", False):

@@ -9,7 +9,7 @@ import pytest
 from region_models import laplace_setup
 from region_points import points_in_region
 
-from pymc_minibatch_mh.bounds.gamma_log import _gamma_j, map_tuned_gamma_log
+from pymc_minibatch_mh.families.gamma_log import _gamma_j, map_tuned_gamma_log
 
 N = 400
 
@@ -81,7 +81,7 @@ def test_negative_control_half_the_curvature_is_violated_on_the_region(case, rng
 def test_shape_constant_is_the_supremum_of_j():
     """J(alpha) = alpha (t + 1 - psi - alpha psi') is bounded: its grid supremum is at least
     every value on a finer grid."""
-    from pymc_minibatch_mh.bounds.gamma_log import gamma_hessian_shape_constant
+    from pymc_minibatch_mh.families.gamma_log import gamma_hessian_shape_constant
 
     t = np.linspace(-3.0, 5.0, 200_001)
     assert gamma_hessian_shape_constant(-3.0, 5.0) >= np.max(np.abs(_gamma_j(t)))

@@ -1,4 +1,5 @@
-"""FlyMC lower bounds for the Gamma likelihood with a log-link mean, on a trust region.
+"""Gamma rows with a log-link mean: density, TunaMH's constant and FlyMC's lower bounds on a
+trust region.
 
 With mean ``exp(eta_n)`` and shape ``alpha`` (rate ``alpha e^{-eta_n}``) the log density is
 
@@ -171,3 +172,36 @@ def _gamma_j(t):
 def gamma_hessian_shape_constant(t_lo: float, t_hi: float) -> float:
     """``sup |J(alpha)|`` for ``t = log alpha`` in ``[t_lo, t_hi]`` (module docstring)."""
     return grid_supremum_over(_gamma_j, t_lo, t_hi)
+
+
+def loglik(eta, y, params) -> np.ndarray:
+    """Per-row ``log p(y | eta)`` with mean ``exp(eta)`` and shape ``alpha`` (rate
+    ``alpha e^{-eta}``): ``alpha (log alpha - eta - y e^{-eta}) + (alpha - 1) log y -
+    log Gamma(alpha)``."""
+    alpha = np.asarray(params["alpha"], dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    return (
+        alpha * (np.log(alpha) - eta - y * np.exp(-eta))
+        + (alpha - 1.0) * np.log(y)
+        - special.gammaln(alpha)
+    )
+
+
+def third_derivative_bounds(lp, eta_range) -> np.ndarray:
+    """TunaMH's per-row constant with the shape fixed, ``alpha y exp(-eta_lo)`` (the third
+    derivative in ``eta`` is ``alpha u``, ``u = y e^{-eta}``, unbounded as ``eta`` falls:
+    a range is needed). A free shape is a second channel, bounded by
+    :mod:`pymc_minibatch_mh.bounds.taylor_remainder`'s free-scale constants."""
+    if eta_range is None:
+        raise UnsupportedBound(
+            "The Gamma-log third derivative alpha y exp(-eta) has no bound on the whole "
+            "space; it holds on a trust region only."
+        )
+    y = np.asarray(lp.observed, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        return lp.params["alpha"] * y * np.exp(-eta_range[0])
+
+
+def firefly_bound(lp, q_map, q_init, region) -> LinearQuadraticBound:
+    """FlyMC's bound (:func:`map_tuned_gamma_log`, fixed or free shape) on ``region``."""
+    return map_tuned_gamma_log(lp, q_map, region)
