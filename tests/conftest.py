@@ -59,3 +59,21 @@ def first_run():
     function_cache.use_function_cache(False)
     yield
     function_cache.use_function_cache(True)
+
+
+#: Test functions measured as costly with empty compile caches (scripts/cold_test_costs.py).
+_COLD_COSTLY = os.path.join(os.path.dirname(__file__), "cold_costly.txt")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` the tests listed in ``cold_costly.txt``: on a machine whose compile
+    caches are empty (CI) each takes longer than a few seconds, so they run with
+    ``-m slow`` instead of in the default run (``COLD_COSTLY_LIST=off`` runs them there)."""
+    if os.environ.get("COLD_COSTLY_LIST") == "off" or not os.path.exists(_COLD_COSTLY):
+        return
+    with open(_COLD_COSTLY) as listing:
+        costly = {line.split("#", 1)[0].strip() for line in listing} - {""}
+    for item in items:
+        if item.nodeid.split("[", 1)[0] in costly:
+            item.add_marker(pytest.mark.slow)
