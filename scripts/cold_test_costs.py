@@ -66,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--timeout", type=float, default=4.0, help="seconds per test")
     parser.add_argument("--merge", action="store_true", help="add to the existing list")
-    parser.add_argument("pytest_args", nargs="*", help="extra arguments for pytest")
+    parser.add_argument("--out", type=Path, default=LIST, help="the list to write")
+    parser.add_argument(
+        "pytest_args", nargs="*", help="what to run instead of all of tests/ (paths, options)"
+    )
     args = parser.parse_args(argv)
 
     import pytest
@@ -80,28 +83,27 @@ def main(argv: list[str] | None = None) -> int:
     recorder = _Recorder()
     pytest.main(
         [
-            str(ROOT / "tests"),
+            *(args.pytest_args or [str(ROOT / "tests")]),
             "-q",
             "-p",
             "timeout",
             f"--timeout={args.timeout}",
             "--timeout-method=signal",
-            *args.pytest_args,
         ],
         plugins=[recorder],
     )
     costly = {_function(n) for n, s in recorder.seconds.items() if s > args.timeout}
     costly |= {_function(n) for n in recorder.failed}
-    listed = (_read(LIST) if args.merge else set()) | costly
+    listed = (_read(args.out) if args.merge else set()) | costly
     kept = sum(s for n, s in recorder.seconds.items() if _function(n) not in listed)
-    LIST.write_text(
+    args.out.write_text(
         "# Default tests that take longer than a few seconds with empty compile caches\n"
         "# (written by scripts/cold_test_costs.py; tests/conftest.py marks them slow).\n"
         + "".join(f"{name}\n" for name in sorted(listed))
     )
     print(
         f"{len(costly)} costly test functions on this stack, {len(listed)} listed in "
-        f"{LIST.relative_to(ROOT)}; the rest of the default run took {kept:.0f} s here.",
+        f"{args.out}; the rest of the run took {kept:.0f} s here.",
         file=sys.stderr,
     )
     return 0

@@ -5,9 +5,9 @@ read the same records (:mod:`.registry`). A family whose record has ``numerics=T
 one module here (:mod:`.bernoulli_probit`, :mod:`.bernoulli_cloglog`, :mod:`.poisson_log`,
 :mod:`.gamma_log`: density, derivatives, certified constants, FlyMC's bound) with the
 interface of :func:`.registry.family_numerics`; the numpy density, TunaMH's constants and
-FlyMC's bound reach it through that function. Adding such a family is its module, its record and the
-recogniser's graph match (:mod:`pymc_minibatch_mh.likelihood.glm_families`). The older
-families' numerics still live in their bound modules.
+FlyMC's bound reach it through that function. Adding such a family is its module, its
+record and the recogniser's graph match (:mod:`pymc_minibatch_mh.likelihood.glm_families`).
+The older families' numerics still live in their bound modules.
 """
 
 from pymc_minibatch_mh.families.registry import (
